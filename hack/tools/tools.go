@@ -1,0 +1,13 @@
+//go:build tools
+
+// Package tools pins the control-plane binaries that tests run against.
+// Build them with `make tools`; see hack/tools/build.sh.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)

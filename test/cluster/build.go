@@ -1,0 +1,45 @@
+package cluster
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	buildMu    sync.Mutex
+	buildCache = map[string]string{}
+)
+
+// BuildBinary builds a main package of this module (for example
+// "./cmd/binder") once per test binary and returns the path of the result.
+// Tests run our components as real processes with it.
+func BuildBinary(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if path, ok := buildCache[pkg]; ok {
+		return path
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "tether-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The folder outlives this test so that later tests reuse the binary; it
+	// is small and lives in the system temp folder.
+	path := filepath.Join(dir, filepath.Base(strings.TrimSuffix(pkg, "/")))
+	cmd := exec.Command("go", "build", "-o", path, pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	buildCache[pkg] = path
+	return path
+}
