@@ -3,22 +3,86 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/tether-csi/tether/pkg/binder"
+	"github.com/tether-csi/tether/pkg/server"
 )
 
+type options struct {
+	kube         server.KubeOptions
+	leader       server.LeaderOptions
+	workers      int
+	resync       time.Duration
+	httpEndpoint string
+}
+
 func main() {
+	o := options{
+		// The binder makes about five writes per claim; these limits let it
+		// bind a few hundred claims a second.
+		kube:    server.KubeOptions{QPS: 1000, Burst: 2000},
+		leader:  server.DefaultLeaderOptions("tether-binder", true),
+		workers: 16,
+		resync:  15 * time.Second,
+	}
 	fs := flag.NewFlagSet("binder", flag.ExitOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: binder [flags]\n\nBinds PersistentVolumeClaims to PersistentVolumes.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: binder [flags]\n\nBinds PersistentVolumeClaims to PersistentVolumes, in place of kube-controller-manager's\npersistentvolume-binder-controller (run that with --controllers=-persistentvolume-binder-controller,*).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	klog.InitFlags(fs)
-	_ = fs.String("kubeconfig", "", "Path to a kubeconfig file; in-cluster configuration when empty.")
+	o.kube.AddFlags(fs)
+	o.leader.AddFlags(fs, server.KCMLeaderFlags)
+	fs.IntVar(&o.workers, "workers", o.workers, "Claim workers, and as many volume workers. Each key is handled by one worker at a time.")
+	fs.DurationVar(&o.resync, "resync-period", o.resync, "How often every claim and volume is synced again even without a change.")
+	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve /metrics and /healthz on. Empty serves nothing.")
 	_ = fs.Parse(os.Args[1:])
-	klog.Info("binder: not implemented yet")
-	os.Exit(1)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background().WithName("binder"))
+	if err := run(ctx, o); err != nil {
+		klog.FromContext(ctx).Error(err, "Binder failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func run(ctx context.Context, o options) error {
+	cfg, err := o.kube.RestConfig("tether-binder")
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	reg := server.NewRegistry()
+	health := &server.Health{}
+	if _, err := server.Serve(ctx, o.httpEndpoint, reg, health); err != nil {
+		return err
+	}
+	ctrl, err := binder.New(binder.Options{Client: client, Workers: o.workers, ResyncPeriod: o.resync, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	var runErr error
+	err = server.RunElected(ctx, client, o.leader, health, func(ctx context.Context) {
+		runErr = ctrl.Run(ctx)
+	})
+	if err != nil {
+		return err
+	}
+	return runErr
 }

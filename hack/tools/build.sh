@@ -40,26 +40,33 @@ if missing "${k8s_tools[@]}" etcd; then
   for t in "${k8s_tools[@]}"; do mv "$tmp/$t" "$bin/$t"; done
 fi
 
+# Builds one main package inside a copy of its own module, so that the
+# module's own go.mod (and replace lines) decide every dependency version.
+# (`go install pkg@version` would do the same, but it asks the proxy for the
+# module's version list, which the proxy here refuses for some modules.)
+build_in_module() {
+  local mod=$1 version=$2 pkg=$3 out=$4 src work
+  src=$(go mod download -json "$mod@$version" | awk -F'"' '/"Dir"/ {print $4}')
+  [ -n "$src" ] || { echo "cannot download $mod@$version" >&2; return 1; }
+  work=$(mktemp -d)
+  cp -r "$src/." "$work/"; chmod -R u+w "$work"
+  (cd "$work" && GOFLAGS=-mod=mod go build -trimpath -o "$bin/$out" "./$pkg")
+  rm -rf "$work"
+}
+
 if missing csi-sanity; then
   echo ">> building csi-sanity $CSI_SANITY_VERSION"
-  GOBIN="$bin" GOFLAGS=-mod=mod go install -trimpath "github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@$CSI_SANITY_VERSION"
+  build_in_module github.com/kubernetes-csi/csi-test/v5 "$CSI_SANITY_VERSION" cmd/csi-sanity csi-sanity
 fi
 
 if missing mock-driver; then
   echo ">> building the csi-test mock driver $MOCK_DRIVER_VERSION"
-  GOBIN="$bin" GOFLAGS=-mod=mod go install -trimpath "github.com/kubernetes-csi/csi-test/v4/cmd/mock-driver@$MOCK_DRIVER_VERSION"
+  build_in_module github.com/kubernetes-csi/csi-test/v4 "$MOCK_DRIVER_VERSION" cmd/mock-driver mock-driver
 fi
 
 if missing csi-provisioner; then
   echo ">> building the upstream external-provisioner $EXTERNAL_PROVISIONER_VERSION (comparison only)"
-  # Its go.mod has replace lines, so `go install pkg@version` refuses it: build
-  # inside a copy of its own module so that its replaces apply.
-  mod=github.com/kubernetes-csi/external-provisioner/v6
-  src=$(go mod download -json "$mod@$EXTERNAL_PROVISIONER_VERSION" | awk -F'"' '/"Dir"/ {print $4}')
-  work=$(mktemp -d)
-  cp -r "$src/." "$work/"; chmod -R u+w "$work"
-  (cd "$work" && GOFLAGS=-mod=mod go build -trimpath -o "$bin/csi-provisioner" ./cmd/csi-provisioner)
-  rm -rf "$work"
+  build_in_module github.com/kubernetes-csi/external-provisioner/v6 "$EXTERNAL_PROVISIONER_VERSION" cmd/csi-provisioner csi-provisioner
 fi
 
 echo ">> tools ready in $bin"

@@ -28,6 +28,7 @@ type Index struct {
 	byClass  map[string][]*group           // sorted by (len(modes), modes)
 	preBound map[string]map[string]struct{} // claim namespace/name -> PV names
 	reserved map[string]string              // PV name -> claim UID
+	dead     tombstones
 }
 
 type groupKey struct {
@@ -98,19 +99,22 @@ func (ix *Index) Upsert(pv *v1.PersistentVolume) *v1.PersistentVolume {
 			return old
 		}
 		ix.remove(old)
+	} else if ix.dead.buried(pv.Name, pv.ResourceVersion) {
+		return pv
 	}
 	ix.add(pv)
 	return pv
 }
 
-// Delete forgets a volume.
-func (ix *Index) Delete(name string) {
+// Delete forgets a deleted volume; pv is its last state.
+func (ix *Index) Delete(pv *v1.PersistentVolume) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if old, ok := ix.vols[name]; ok {
+	if old, ok := ix.vols[pv.Name]; ok && old.UID == pv.UID {
 		ix.remove(old)
+		delete(ix.reserved, pv.Name)
 	}
-	delete(ix.reserved, name)
+	ix.dead.add(pv.Name, pv.ResourceVersion)
 }
 
 // Get returns the newest known version of a volume.

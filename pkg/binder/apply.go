@@ -1,0 +1,216 @@
+package binder
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+)
+
+// Writer applies decisions to the API. It is the only part of the binder
+// that writes. Every write carries the resourceVersion it was decided on,
+// so a concurrent change makes it fail with a conflict instead of
+// overwriting; the caller then decides again from fresh state. Every
+// object a write returns goes into the caches, so the next decision never
+// sees an older version than the binder's own.
+type Writer struct {
+	Client   kubernetes.Interface
+	Recorder record.EventRecorder
+	Volumes  *Index
+	Claims   *Store[*v1.PersistentVolumeClaim]
+	Metrics  *Metrics
+}
+
+// ApplyClaim carries out a claim decision.
+func (w *Writer) ApplyClaim(ctx context.Context, claim *v1.PersistentVolumeClaim, d ClaimDecision) error {
+	if d.Event != nil {
+		w.Recorder.Event(claim, d.Event.Type, d.Event.Reason, d.Event.Message)
+	}
+	switch d.Op {
+	case ClaimBind:
+		return w.bind(ctx, claim, d.Volume)
+	case ClaimLost:
+		_, err := w.claimPhase(ctx, claim, v1.ClaimLost, nil)
+		return err
+	case ClaimSetClass:
+		c := claim.DeepCopy()
+		c.Spec.StorageClassName = &d.Class
+		_, err := w.updateClaim(ctx, c)
+		return err
+	case ClaimProvision:
+		if claim.Annotations[storagehelpers.AnnStorageProvisioner] != d.Provisioner ||
+			claim.Annotations[storagehelpers.AnnBetaStorageProvisioner] != d.Provisioner {
+			c := claim.DeepCopy()
+			metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnStorageProvisioner, d.Provisioner)
+			metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnBetaStorageProvisioner, d.Provisioner)
+			var err error
+			if claim, err = w.updateClaim(ctx, c); err != nil {
+				return err
+			}
+		}
+		_, err := w.claimPhase(ctx, claim, v1.ClaimPending, nil)
+		return err
+	default:
+		_, err := w.claimPhase(ctx, claim, v1.ClaimPending, nil)
+		return err
+	}
+}
+
+// bind links claim and volume in four idempotent steps, in the order that
+// kube-controller-manager uses, so that a crash between any two leaves a
+// state that the next sync finishes: PV claimRef, PV phase, claim
+// volumeName and annotations, claim phase.
+func (w *Writer) bind(ctx context.Context, claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume) error {
+	logger := klog.FromContext(ctx)
+	ref := pv.Spec.ClaimRef
+	if ref == nil || ref.Namespace != claim.Namespace || ref.Name != claim.Name || ref.UID != claim.UID {
+		p := pv.DeepCopy()
+		if ref == nil || ref.Namespace != claim.Namespace || ref.Name != claim.Name {
+			// We make the link (a user's pre-binding only lacks the UID).
+			metav1.SetMetaDataAnnotation(&p.ObjectMeta, storagehelpers.AnnBoundByController, "yes")
+		}
+		p.Spec.ClaimRef = &v1.ObjectReference{
+			Kind: "PersistentVolumeClaim", APIVersion: "v1",
+			Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID,
+			ResourceVersion: claim.ResourceVersion,
+		}
+		var err error
+		if pv, err = w.updateVolume(ctx, p); err != nil {
+			return err
+		}
+		logger.V(4).Info("Volume claimRef set", "pv", klog.KObj(pv), "pvc", klog.KObj(claim))
+	}
+	if pv.Status.Phase != v1.VolumeBound {
+		var err error
+		if pv, err = w.volumePhase(ctx, pv, v1.VolumeBound, ""); err != nil {
+			return err
+		}
+	}
+	if claim.Spec.VolumeName != pv.Name || !BindCompleted(claim) ||
+		(claim.Spec.VolumeName == "" && !metav1.HasAnnotation(claim.ObjectMeta, storagehelpers.AnnBoundByController)) {
+		c := claim.DeepCopy()
+		if c.Spec.VolumeName != pv.Name {
+			c.Spec.VolumeName = pv.Name
+			metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnBoundByController, "yes")
+		}
+		metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnBindCompleted, "yes")
+		var err error
+		if claim, err = w.updateClaim(ctx, c); err != nil {
+			return err
+		}
+	}
+	updated, err := w.claimPhase(ctx, claim, v1.ClaimBound, pv)
+	if err == nil && updated {
+		logger.V(2).Info("Claim bound", "pvc", klog.KObj(claim), "pv", klog.KObj(pv))
+		w.Metrics.observeBound(claim)
+	}
+	return err
+}
+
+// claimPhase writes the claim's phase, and with it the access modes and
+// (when the claim becomes Bound) the capacity of pv; nil clears them. It
+// reports whether it wrote.
+func (w *Writer) claimPhase(ctx context.Context, claim *v1.PersistentVolumeClaim, phase v1.PersistentVolumeClaimPhase, pv *v1.PersistentVolume) (bool, error) {
+	c := claim.DeepCopy()
+	c.Status.Phase = phase
+	if pv == nil {
+		c.Status.AccessModes, c.Status.Capacity = nil, nil
+	} else {
+		c.Status.AccessModes = pv.Spec.AccessModes
+		// Set the capacity only when becoming Bound: after that a
+		// difference can be deliberate (a resized filesystem).
+		if claim.Status.Phase != phase || c.Status.Capacity == nil {
+			c.Status.Capacity = maps.Clone(pv.Spec.Capacity)
+		}
+	}
+	if c.Status.Phase == claim.Status.Phase && slices.Equal(c.Status.AccessModes, claim.Status.AccessModes) &&
+		equalResources(c.Status.Capacity, claim.Status.Capacity) {
+		return false, nil
+	}
+	out, err := w.Client.CoreV1().PersistentVolumeClaims(c.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{})
+	if err != nil {
+		return false, err
+	}
+	w.Claims.Upsert(out)
+	return true, nil
+}
+
+func equalResources(a, b v1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, qa := range a {
+		qb, ok := b[k]
+		if !ok || qa.Cmp(qb) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *Writer) updateClaim(ctx context.Context, c *v1.PersistentVolumeClaim) (*v1.PersistentVolumeClaim, error) {
+	out, err := w.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	w.Claims.Upsert(out)
+	return out, nil
+}
+
+func (w *Writer) updateVolume(ctx context.Context, p *v1.PersistentVolume) (*v1.PersistentVolume, error) {
+	out, err := w.Client.CoreV1().PersistentVolumes().Update(ctx, p, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return w.Volumes.Upsert(out), nil
+}
+
+func (w *Writer) volumePhase(ctx context.Context, pv *v1.PersistentVolume, phase v1.PersistentVolumePhase, message string) (*v1.PersistentVolume, error) {
+	if pv.Status.Phase == phase && pv.Status.Message == message {
+		return pv, nil
+	}
+	p := pv.DeepCopy()
+	p.Status.Phase, p.Status.Message = phase, message
+	out, err := w.Client.CoreV1().PersistentVolumes().UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return w.Volumes.Upsert(out), nil
+}
+
+// ApplyVolume carries out a volume decision. The claim event, if any, goes
+// on claim.
+func (w *Writer) ApplyVolume(ctx context.Context, pv *v1.PersistentVolume, claim *v1.PersistentVolumeClaim, d VolumeDecision) error {
+	if d.Event != nil {
+		w.Recorder.Event(pv, d.Event.Type, d.Event.Reason, d.Event.Message)
+	}
+	if d.ClaimEvent != nil && claim != nil {
+		w.Recorder.Event(claim, d.ClaimEvent.Type, d.ClaimEvent.Reason, d.ClaimEvent.Message)
+	}
+	if d.Unbind != KeepClaimRef {
+		p := pv.DeepCopy()
+		if d.Unbind == ClearClaimRef {
+			p.Spec.ClaimRef = nil
+			delete(p.Annotations, storagehelpers.AnnBoundByController)
+		} else {
+			p.Spec.ClaimRef.UID = ""
+			p.Spec.ClaimRef.ResourceVersion = ""
+		}
+		var err error
+		if pv, err = w.updateVolume(ctx, p); err != nil {
+			return err
+		}
+		klog.FromContext(ctx).V(2).Info("Volume unbound", "pv", klog.KObj(pv))
+	}
+	if d.Phase != "" {
+		_, err := w.volumePhase(ctx, pv, d.Phase, d.Message)
+		return err
+	}
+	return nil
+}

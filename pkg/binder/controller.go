@@ -1,0 +1,172 @@
+// Package binder is tether's persistent-volume binder: it binds claims to
+// volumes as kube-controller-manager's persistentvolume-binder-controller
+// does, with several workers and an index instead of one worker and a scan.
+//
+// The decisions are pure functions (DecideClaim, DecideVolume, Index.Reserve);
+// the Writer applies them; the Controller feeds them from informers.
+package binder
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// EventSource is the component name on the binder's events. It is
+// kube-controller-manager's, so that tools filtering on it keep working.
+const EventSource = "persistentvolume-controller"
+
+// Options configure a Controller.
+type Options struct {
+	Client kubernetes.Interface
+	// Workers is the number of claim workers, and of volume workers.
+	Workers int
+	// ResyncPeriod re-syncs every claim and volume this often, as
+	// kube-controller-manager's --pvclaimbinder-sync-period does.
+	ResyncPeriod time.Duration
+	// Registerer receives the metrics; nil for none.
+	Registerer prometheus.Registerer
+	// Recorder records events; nil makes one that writes to the API.
+	Recorder record.EventRecorder
+}
+
+// Controller runs the binder.
+type Controller struct {
+	opts        Options
+	factory     informers.SharedInformerFactory
+	claims      *Store[*v1.PersistentVolumeClaim]
+	volumes     *Index
+	classLister storagelisters.StorageClassLister
+	nodeLister  corelisters.NodeLister
+	claimQueue  workqueue.TypedRateLimitingInterface[string]
+	volumeQueue workqueue.TypedRateLimitingInterface[string]
+	writer      *Writer
+	metrics     *Metrics
+	pending     *pendingClaims
+	synced      []cache.InformerSynced
+	broadcaster record.EventBroadcaster
+}
+
+// New builds a Controller; Run starts it.
+func New(opts Options) (*Controller, error) {
+	if opts.Client == nil {
+		return nil, fmt.Errorf("binder: no client")
+	}
+	if opts.Workers < 1 {
+		return nil, fmt.Errorf("binder: workers must be at least 1, got %d", opts.Workers)
+	}
+	c := &Controller{
+		opts:    opts,
+		claims:  NewStore[*v1.PersistentVolumeClaim](),
+		volumes: NewIndex(),
+		pending: newPendingClaims(),
+		factory: informers.NewSharedInformerFactoryWithOptions(opts.Client, opts.ResyncPeriod,
+			informers.WithTransform(stripManagedFields)),
+		claimQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "claims"}),
+		volumeQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "volumes"}),
+	}
+	c.metrics = NewMetrics(opts.Registerer, c.volumes, c.claims)
+	recorder := opts.Recorder
+	if recorder == nil {
+		c.broadcaster = record.NewBroadcaster()
+		recorder = c.broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventSource})
+	}
+	c.writer = &Writer{Client: opts.Client, Recorder: recorder, Volumes: c.volumes, Claims: c.claims, Metrics: c.metrics}
+
+	claimInf := c.factory.Core().V1().PersistentVolumeClaims()
+	volumeInf := c.factory.Core().V1().PersistentVolumes()
+	classInf := c.factory.Storage().V1().StorageClasses()
+	nodeInf := c.factory.Core().V1().Nodes()
+	c.classLister, c.nodeLister = classInf.Lister(), nodeInf.Lister()
+	for _, reg := range []func() error{
+		func() error { _, err := claimInf.Informer().AddEventHandler(c.claimHandler()); return err },
+		func() error { _, err := volumeInf.Informer().AddEventHandler(c.volumeHandler()); return err },
+		func() error { _, err := classInf.Informer().AddEventHandler(c.classHandler()); return err },
+	} {
+		if err := reg(); err != nil {
+			return nil, err
+		}
+	}
+	c.synced = []cache.InformerSynced{claimInf.Informer().HasSynced, volumeInf.Informer().HasSynced,
+		classInf.Informer().HasSynced, nodeInf.Informer().HasSynced}
+	return c, nil
+}
+
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Run starts the informers and workers and blocks until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	defer c.claimQueue.ShutDown()
+	defer c.volumeQueue.ShutDown()
+	if c.broadcaster != nil {
+		c.broadcaster.StartStructuredLogging(3)
+		c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.opts.Client.CoreV1().Events("")})
+		defer c.broadcaster.Shutdown()
+	}
+	c.factory.Start(ctx.Done())
+	defer c.factory.Shutdown()
+	if !cache.WaitForNamedCacheSync("binder", ctx.Done(), c.synced...) {
+		return fmt.Errorf("binder: caches did not sync")
+	}
+	logger.Info("Binder started", "workers", c.opts.Workers, "volumes", c.volumes.Len())
+	done := make(chan struct{})
+	for range c.opts.Workers {
+		go c.work(ctx, "claim", c.claimQueue, c.syncClaim, done)
+		go c.work(ctx, "volume", c.volumeQueue, c.syncVolume, done)
+	}
+	<-ctx.Done()
+	c.claimQueue.ShutDown()
+	c.volumeQueue.ShutDown()
+	for range 2 * c.opts.Workers {
+		<-done
+	}
+	logger.Info("Binder stopped")
+	return nil
+}
+
+func (c *Controller) work(ctx context.Context, kind string, q workqueue.TypedRateLimitingInterface[string],
+	sync func(context.Context, string) error, done chan<- struct{}) {
+	defer func() { done <- struct{}{} }()
+	for {
+		key, quit := q.Get()
+		if quit {
+			return
+		}
+		err := sync(ctx, key)
+		if err == nil {
+			q.Forget(key)
+		} else if ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Sync failed; will retry", "kind", kind, "key", key, "retries", q.NumRequeues(key))
+			q.AddRateLimited(key)
+		}
+		q.Done(key)
+	}
+}
+
+// Claims gives read access to the claim cache, for tests and metrics.
+func (c *Controller) Claims() *Store[*v1.PersistentVolumeClaim] { return c.claims }
+
+// Volumes gives read access to the volume index, for tests and metrics.
+func (c *Controller) Volumes() *Index { return c.volumes }

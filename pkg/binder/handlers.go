@@ -1,0 +1,166 @@
+package binder
+
+import (
+	"maps"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+)
+
+// wakeOnFreeVolume is how many waiting claims of a class a newly free
+// volume wakes. The rest wait for the next free volume or the resync;
+// waking all of them would make N volumes and N claims cost N*N.
+const wakeOnFreeVolume = 8
+
+func claimKey(namespace, name string) string { return namespace + "/" + name }
+
+func tombstoned(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}
+
+func (c *Controller) claimHandler() cache.ResourceEventHandler {
+	upsert := func(obj any) {
+		if claim, ok := obj.(*v1.PersistentVolumeClaim); ok {
+			c.claims.Upsert(claim)
+			c.claimQueue.Add(claimKey(claim.Namespace, claim.Name))
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    upsert,
+		UpdateFunc: func(_, obj any) { upsert(obj) },
+		DeleteFunc: func(obj any) {
+			claim, ok := tombstoned(obj).(*v1.PersistentVolumeClaim)
+			if !ok {
+				return
+			}
+			c.claims.Delete(claim)
+			c.pending.remove(claimKey(claim.Namespace, claim.Name))
+			if claim.Spec.VolumeName != "" {
+				// Its volume is now Released.
+				c.volumeQueue.Add(claim.Spec.VolumeName)
+			}
+		},
+	}
+}
+
+func (c *Controller) volumeHandler() cache.ResourceEventHandler {
+	upsert := func(obj any) {
+		pv, ok := obj.(*v1.PersistentVolume)
+		if !ok {
+			return
+		}
+		pv = c.volumes.Upsert(pv)
+		c.volumeQueue.Add(pv.Name)
+		if ref := pv.Spec.ClaimRef; ref != nil {
+			// A volume pre-bound or provisioned for a claim: bind it now.
+			c.claimQueue.Add(claimKey(ref.Namespace, ref.Name))
+		} else if available(pv) {
+			for _, key := range c.pending.some(storagehelpers.GetPersistentVolumeClass(pv), wakeOnFreeVolume) {
+				c.claimQueue.Add(key)
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    upsert,
+		UpdateFunc: func(_, obj any) { upsert(obj) },
+		DeleteFunc: func(obj any) {
+			pv, ok := tombstoned(obj).(*v1.PersistentVolume)
+			if !ok {
+				return
+			}
+			c.volumes.Delete(pv)
+			if ref := pv.Spec.ClaimRef; ref != nil {
+				// A bound claim whose volume is gone is Lost.
+				c.claimQueue.Add(claimKey(ref.Namespace, ref.Name))
+			}
+		},
+	}
+}
+
+func (c *Controller) classHandler() cache.ResourceEventHandler {
+	// A new or changed class (a new default, a new provisioner) can change
+	// the fate of every waiting claim.
+	wake := func(obj any) {
+		if _, ok := tombstoned(obj).(*storagev1.StorageClass); ok {
+			for _, key := range c.pending.all() {
+				c.claimQueue.Add(key)
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    wake,
+		UpdateFunc: func(_, obj any) { wake(obj) },
+		DeleteFunc: wake,
+	}
+}
+
+// pendingClaims are the unbound claims with no volume yet, by class, so
+// that a volume becoming free can wake a few of them at once instead of
+// their waiting for the resync.
+type pendingClaims struct {
+	mu      sync.Mutex
+	byClass map[string]map[string]struct{}
+	classOf map[string]string
+}
+
+func newPendingClaims() *pendingClaims {
+	return &pendingClaims{byClass: map[string]map[string]struct{}{}, classOf: map[string]string{}}
+}
+
+func (p *pendingClaims) add(key, class string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.classOf[key]; ok {
+		if old == class {
+			return
+		}
+		delete(p.byClass[old], key)
+	}
+	if p.byClass[class] == nil {
+		p.byClass[class] = map[string]struct{}{}
+	}
+	p.byClass[class][key] = struct{}{}
+	p.classOf[key] = class
+}
+
+func (p *pendingClaims) remove(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if class, ok := p.classOf[key]; ok {
+		delete(p.byClass[class], key)
+		if len(p.byClass[class]) == 0 {
+			delete(p.byClass, class)
+		}
+		delete(p.classOf, key)
+	}
+}
+
+// some returns up to n waiting claims of a class.
+func (p *pendingClaims) some(class string, n int) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, n)
+	for key := range p.byClass[class] {
+		if len(out) == n {
+			break
+		}
+		out = append(out, key)
+	}
+	return out
+}
+
+func (p *pendingClaims) all() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.classOf))
+	for key := range maps.Keys(p.classOf) {
+		out = append(out, key)
+	}
+	return out
+}

@@ -1,0 +1,48 @@
+// Package server holds what both tether commands run besides their
+// controllers: the API client settings, the Lease leader election and the
+// HTTP endpoint for metrics and health.
+package server
+
+import (
+	"flag"
+	"fmt"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// KubeOptions say how to reach the API server.
+type KubeOptions struct {
+	Kubeconfig string
+	QPS        float64
+	Burst      int
+}
+
+// AddFlags registers --kubeconfig, --kube-api-qps and --kube-api-burst.
+func (o *KubeOptions) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file. Empty means the in-cluster configuration.")
+	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Queries per second allowed to the API server.")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries allowed to the API server.")
+}
+
+// RestConfig builds the client configuration.
+func (o KubeOptions) RestConfig(userAgent string) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if o.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	if o.QPS <= 0 || o.Burst <= 0 {
+		return nil, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.QPS, o.Burst)
+	}
+	cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
+	cfg.UserAgent = userAgent
+	return cfg, nil
+}
