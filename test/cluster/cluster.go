@@ -59,6 +59,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 	}
 	dir := t.TempDir()
+	t.Cleanup(func() { saveArtifacts(t, dir) })
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    binDir,
 		ControlPlaneStartTimeout: 90 * time.Second,
@@ -168,4 +169,26 @@ func (c *Cluster) Run(t testing.TB, opts ProcessOptions) *Process {
 // String describes the cluster for logs.
 func (c *Cluster) String() string {
 	return fmt.Sprintf("cluster(%s, kubeconfig %s)", c.Config.Host, c.Kubeconfig)
+}
+
+// saveArtifacts copies a failed test's logs and kubeconfig to
+// $TETHER_ARTIFACTS/<test> (default _artifacts/ in the repository).
+func saveArtifacts(t testing.TB, dir string) {
+	if !t.Failed() {
+		return
+	}
+	root := os.Getenv("TETHER_ARTIFACTS")
+	if root == "" {
+		repo, err := RepoRoot()
+		if err != nil {
+			return
+		}
+		root = filepath.Join(repo, "_artifacts")
+	}
+	dst := filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.CopyFS(dst, os.DirFS(dir)); err != nil {
+		t.Logf("saving artifacts: %v", err)
+		return
+	}
+	t.Logf("logs saved in %s", dst)
 }
