@@ -2,23 +2,185 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
+	libmetrics "sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller/metrics"
+
+	tcsi "github.com/tether-csi/tether/pkg/csi"
+	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/server"
 )
 
+type options struct {
+	kube                          server.KubeOptions
+	leader                        server.LeaderOptions
+	csiAddress                    string
+	timeout                       time.Duration
+	request                       provisioner.RequestOptions
+	retryStart, retryMax          time.Duration
+	workers                       uint
+	strictTopology, immediateTopo bool
+	httpEndpoint                  string
+}
+
 func main() {
+	o := options{
+		// external-provisioner's 5 and 10 allow a few claims a second; a
+		// claim costs about five requests, so these allow hundreds.
+		kube:          server.KubeOptions{QPS: 1000, Burst: 2000},
+		leader:        server.DefaultLeaderOptions("", false),
+		csiAddress:    "/run/csi/socket",
+		timeout:       10 * time.Second,
+		request:       provisioner.RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1},
+		retryStart:    time.Second,
+		retryMax:      5 * time.Minute,
+		workers:       100,
+		immediateTopo: true,
+	}
+	o.leader.RetryPeriod = 5 * time.Second // external-provisioner's default
 	fs := flag.NewFlagSet("provisioner", flag.ExitOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: provisioner [flags]\n\nProvisions and deletes volumes through a CSI driver.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: provisioner [flags]\n\nProvisions and deletes volumes through a CSI driver, as external-provisioner does.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	klog.InitFlags(fs)
-	_ = fs.String("csi-address", "/run/csi/socket", "Path of the CSI driver's unix socket.")
-	_ = fs.String("kubeconfig", "", "Path to a kubeconfig file; in-cluster configuration when empty.")
+	o.kube.AddFlags(fs)
+	o.leader.AddFlags(fs, server.EPLeaderFlags)
+	fs.StringVar(&o.csiAddress, "csi-address", o.csiAddress, "Path of the CSI driver's unix socket.")
+	fs.DurationVar(&o.timeout, "timeout", o.timeout, "Timeout of each CSI call (creation, deletion, capacity).")
+	fs.StringVar(&o.request.VolumeNamePrefix, "volume-name-prefix", o.request.VolumeNamePrefix, "Prefix of the names of created volumes (and their PVs).")
+	fs.IntVar(&o.request.VolumeNameUUIDLen, "volume-name-uuid-length", o.request.VolumeNameUUIDLen, "Cut the claim UID in volume names to this length; negative keeps it whole.")
+	fs.StringVar(&o.request.DefaultFSType, "default-fstype", "", "Filesystem type when the class names none.")
+	fs.BoolVar(&o.request.ExtraCreateMetadata, "extra-create-metadata", false, "Pass the claim's name and namespace and the PV's name to CreateVolume as parameters.")
+	fs.DurationVar(&o.retryStart, "retry-interval-start", o.retryStart, "First retry interval after a failed provisioning or deletion; it doubles up to --retry-interval-max.")
+	fs.DurationVar(&o.retryMax, "retry-interval-max", o.retryMax, "Longest retry interval.")
+	fs.UintVar(&o.workers, "worker-threads", o.workers, "Provisioning and deletion workers: the number of CSI calls at once.")
+	fs.BoolVar(&o.strictTopology, "strict-topology", false, "With a selected node, ask only for that node's topology segment.")
+	fs.BoolVar(&o.immediateTopo, "immediate-topology", o.immediateTopo, "For Immediate classes, pass every segment where the driver runs (true) or no topology (false).")
+	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve /metrics and /healthz on. Empty serves nothing.")
 	_ = fs.Parse(os.Args[1:])
-	klog.Info("provisioner: not implemented yet")
-	os.Exit(1)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background().WithName("provisioner"))
+	if err := run(ctx, o); err != nil {
+		klog.FromContext(ctx).Error(err, "Provisioner failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
 }
+
+var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+func run(ctx context.Context, o options) error {
+	if o.workers == 0 {
+		return fmt.Errorf("--worker-threads must be at least 1")
+	}
+	reg := server.NewRegistry()
+	health := &server.Health{}
+	if _, err := server.Serve(ctx, o.httpEndpoint, reg, health); err != nil {
+		return err
+	}
+	conn, err := tcsi.Connect(ctx, tcsi.Options{Address: o.csiAddress, Timeout: o.timeout, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := conn.RequireProvisioning(); err != nil {
+		return err
+	}
+	driver := conn.DriverName()
+	caps := conn.Capabilities()
+	klog.FromContext(ctx).Info("CSI driver ready", "driver", driver, "capabilities", fmt.Sprintf("%+v", caps))
+
+	cfg, err := o.kube.RestConfig("tether-provisioner")
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	claimInf := factory.Core().V1().PersistentVolumeClaims()
+	volumeInf := factory.Core().V1().PersistentVolumes()
+	classInf := factory.Storage().V1().StorageClasses()
+	nodeInf := factory.Core().V1().Nodes()
+	csiNodeInf := factory.Storage().V1().CSINodes()
+	vaInf := factory.Storage().V1().VolumeAttachments()
+
+	host, _ := os.Hostname()
+	prov, err := provisioner.New(provisioner.Options{
+		Client: client, Driver: conn, Request: o.request,
+		Topology: caps.AccessibilityConstraints, StrictTopology: o.strictTopology, ImmediateTopology: o.immediateTopo,
+		Clone:    caps.Clone,
+		Identity: fmt.Sprintf("%d-%s-%s", time.Now().UnixMilli(), uuid.NewString()[:8], driver),
+		Claims:   claimInf.Lister(), Nodes: nodeInf.Lister(), CSINodes: csiNodeInf.Lister(), VolumeAttachments: vaInf.Lister(),
+	})
+	if err != nil {
+		return err
+	}
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: driver + "_" + host})
+	inflight, err := prov.NewInFlight(provisioner.InFlightOptions{
+		Claims: claimInf.Informer(), Volumes: volumeInf.Informer(), Classes: classInf.Lister(), Recorder: recorder,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax),
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range []prometheus.Collector{libmetrics.M.PersistentVolumeClaimProvisionTotal, libmetrics.M.PersistentVolumeClaimProvisionFailedTotal,
+		libmetrics.M.PersistentVolumeClaimProvisionDurationSeconds, libmetrics.M.PersistentVolumeDeleteTotal,
+		libmetrics.M.PersistentVolumeDeleteFailedTotal, libmetrics.M.PersistentVolumeDeleteDurationSeconds} {
+		reg.MustRegister(c)
+	}
+	lib := controller.NewProvisionController(client, driver, prov,
+		controller.LeaderElection(false), // ours is below, on a Lease
+		controller.Threadiness(int(o.workers)),
+		controller.RateLimiter(workqueue.NewItemExponentialFailureRateLimiter(o.retryStart, o.retryMax)),
+		controller.CreateProvisionedPVLimiter(workqueue.DefaultControllerRateLimiter()),
+		controller.ClaimsInformer(claimInf.Informer()),
+		controller.VolumesInformer(volumeInf.Informer()),
+		controller.ClassesInformer(classInf.Informer()),
+		controller.NodesLister(nodeInf.Lister()),
+		controller.AddFinalizer(true),
+	)
+	if o.leader.Name == "" {
+		o.leader.Name = strings.Trim(nonName.ReplaceAllString(strings.ToLower(driver), "-"), "-")
+	}
+	return server.RunElected(ctx, client, o.leader, health, func(ctx context.Context) {
+		factory.Start(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), claimInf.Informer().HasSynced, volumeInf.Informer().HasSynced,
+			classInf.Informer().HasSynced, nodeInf.Informer().HasSynced, csiNodeInf.Informer().HasSynced, vaInf.Informer().HasSynced) {
+			return
+		}
+		go lib.Run(ctx) // it never returns; the process ends with ctx
+		go inflight.Run(ctx, 4)
+		klog.FromContext(ctx).Info("Provisioner started", "driver", driver, "workers", o.workers)
+		<-ctx.Done()
+	})
+}
+

@@ -1,0 +1,64 @@
+package provisioner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// FinalizerInFlight on a claim records durably that a backend volume may
+// exist for it and no PV tracks it yet. It is added before the first
+// CreateVolume and removed once the PV is saved, or once the volume is
+// known not to exist (a final CreateVolume error, or a DeleteVolume after
+// the claim was deleted). While it is there, the claim cannot vanish, so a
+// restarted provisioner always finds the claim, and through the volume's
+// name (prefix-<claim UID>, CreateVolume being idempotent by name) the volume.
+const FinalizerInFlight = "provisioner.tether.dev/volume-in-flight"
+
+var everything = labels.Everything()
+
+func (p *Provisioner) recordInFlight(ctx context.Context, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolumeClaim, error) {
+	if slices.Contains(claim.Finalizers, FinalizerInFlight) {
+		return claim, nil
+	}
+	c := claim.DeepCopy()
+	c.Finalizers = append(c.Finalizers, FinalizerInFlight)
+	out, err := p.o.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("recording the volume in flight on the claim: %w", err)
+	}
+	return out, nil
+}
+
+func (p *Provisioner) forgetInFlight(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+	return removeFinalizer(ctx, p.o.Client, claim.Namespace, claim.Name, FinalizerInFlight)
+}
+
+// removeFinalizer removes one finalizer from a claim, retrying conflicts on
+// fresh reads. A claim that is gone needs nothing.
+func removeFinalizer(ctx context.Context, client kubernetes.Interface, namespace, name, finalizer string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		claim, err := client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if !slices.Contains(claim.Finalizers, finalizer) {
+			return nil
+		}
+		claim.Finalizers = slices.DeleteFunc(claim.Finalizers, func(f string) bool { return f == finalizer })
+		_, err = client.CoreV1().PersistentVolumeClaims(namespace).Update(ctx, claim, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}

@@ -1,0 +1,122 @@
+// Package provisioner is tether's CSI provisioner: the translation from a
+// claim and its class to a CreateVolume request and from the driver's
+// answer to a PV (pure functions), and the sig-storage-lib-external-provisioner
+// Provisioner that runs them, with a durable record of volumes in flight.
+package provisioner
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// The reserved StorageClass parameter keys, as external-provisioner reads them.
+const (
+	reservedPrefix = "csi.storage.k8s.io/"
+
+	keyFSType           = reservedPrefix + "fstype"
+	keyDeprecatedFSType = "fstype"
+
+	KeyPVCName      = reservedPrefix + "pvc/name"
+	KeyPVCNamespace = reservedPrefix + "pvc/namespace"
+	KeyPVName       = reservedPrefix + "pv/name"
+)
+
+// SecretKind is one of the secrets a class can name.
+type SecretKind string
+
+// The secrets, by the prefix of their name and namespace keys.
+const (
+	ProvisionerSecret       SecretKind = "provisioner"
+	ControllerPublishSecret SecretKind = "controller-publish"
+	NodeStageSecret         SecretKind = "node-stage"
+	NodePublishSecret       SecretKind = "node-publish"
+	ControllerExpandSecret  SecretKind = "controller-expand"
+	NodeExpandSecret        SecretKind = "node-expand"
+)
+
+// AllSecretKinds lists every secret kind.
+var AllSecretKinds = []SecretKind{ProvisionerSecret, ControllerPublishSecret, NodeStageSecret, NodePublishSecret, ControllerExpandSecret, NodeExpandSecret}
+
+func (k SecretKind) nameKey() string      { return reservedPrefix + string(k) + "-secret-name" }
+func (k SecretKind) namespaceKey() string { return reservedPrefix + string(k) + "-secret-namespace" }
+
+// SecretTemplate is a class's (unresolved) reference to a secret.
+type SecretTemplate struct {
+	Name, Namespace string
+}
+
+// ClassParams are a class's parameters, split into the reserved keys that
+// the provisioner reads and the rest, which go to the driver.
+type ClassParams struct {
+	FSType  string
+	Secrets map[SecretKind]SecretTemplate
+	// Driver are the parameters passed to CreateVolume.
+	Driver map[string]string
+}
+
+// ParseClassParams splits parameters and checks the reserved keys. An
+// unknown key in the reserved namespace, or a secret with a name but no
+// namespace (or the reverse), is an error: the class is wrong, and
+// provisioning with it would surprise its author.
+func ParseClassParams(params map[string]string) (ClassParams, error) {
+	out := ClassParams{Secrets: map[SecretKind]SecretTemplate{}, Driver: map[string]string{}}
+	known := map[string]bool{keyFSType: true}
+	for _, k := range AllSecretKinds {
+		known[k.nameKey()], known[k.namespaceKey()] = true, true
+	}
+	var errs []string
+	for key, value := range params {
+		lower := strings.ToLower(key)
+		switch {
+		case lower == keyDeprecatedFSType:
+			if out.FSType == "" {
+				out.FSType = value
+			}
+		case strings.HasPrefix(lower, reservedPrefix):
+			if !known[lower] {
+				errs = append(errs, fmt.Sprintf("unknown parameter %q in the reserved namespace %s", key, reservedPrefix))
+			}
+		default:
+			out.Driver[key] = value
+		}
+	}
+	if v, ok := lookupFold(params, keyFSType); ok {
+		out.FSType = v
+	}
+	for _, k := range AllSecretKinds {
+		name, hasName := lookupFold(params, k.nameKey())
+		ns, hasNS := lookupFold(params, k.namespaceKey())
+		switch {
+		case hasName && hasNS:
+			out.Secrets[k] = SecretTemplate{Name: name, Namespace: ns}
+		case hasName || hasNS:
+			errs = append(errs, fmt.Sprintf("%s and %s must be set together", k.nameKey(), k.namespaceKey()))
+		}
+	}
+	if len(errs) > 0 {
+		slices.Sort(errs)
+		return ClassParams{}, fmt.Errorf("invalid StorageClass parameters: %s", strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+func lookupFold(m map[string]string, key string) (string, bool) {
+	for k, v := range m {
+		if strings.EqualFold(k, key) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// withMetadata adds the claim and PV names for --extra-create-metadata.
+func withMetadata(driver map[string]string, pvcNamespace, pvcName, pvName string) map[string]string {
+	out := maps.Clone(driver)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[KeyPVCName], out[KeyPVCNamespace], out[KeyPVName] = pvcName, pvcNamespace, pvName
+	return out
+}

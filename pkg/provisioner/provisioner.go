@@ -1,0 +1,303 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
+)
+
+// Driver is the part of a CSI connection the provisioner uses.
+type Driver interface {
+	DriverName() string
+	CreateVolume(context.Context, *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error)
+	DeleteVolume(context.Context, *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error)
+}
+
+// Options configure a Provisioner.
+type Options struct {
+	Client kubernetes.Interface
+	Driver Driver
+	// Request shapes CreateVolume requests.
+	Request RequestOptions
+	// Topology: whether the driver takes accessibility requirements
+	// (VOLUME_ACCESSIBILITY_CONSTRAINTS), and the --strict-topology and
+	// --immediate-topology settings.
+	Topology, StrictTopology, ImmediateTopology bool
+	// Clone: whether the driver has CLONE_VOLUME.
+	Clone bool
+	// Identity goes into every PV's volume attributes.
+	Identity string
+
+	Claims            corelisters.PersistentVolumeClaimLister
+	Nodes             corelisters.NodeLister
+	CSINodes          storagelisters.CSINodeLister
+	VolumeAttachments storagelisters.VolumeAttachmentLister
+}
+
+// Provisioner implements the library's Provisioner, Qualifier and
+// DeletionGuard interfaces. It is small: the translation is in pure
+// functions, and the library saves the PVs it returns.
+type Provisioner struct {
+	o     Options
+	locks keyedMutex
+}
+
+var (
+	_ controller.Provisioner      = (*Provisioner)(nil)
+	_ controller.Qualifier        = (*Provisioner)(nil)
+	_ controller.DeletionGuard    = (*Provisioner)(nil)
+	_ controller.BlockProvisioner = (*Provisioner)(nil)
+)
+
+// New checks the options and returns a Provisioner.
+func New(o Options) (*Provisioner, error) {
+	if o.Client == nil || o.Driver == nil {
+		return nil, errors.New("provisioner: a client and a driver are required")
+	}
+	if o.Claims == nil || o.Nodes == nil || o.CSINodes == nil || o.VolumeAttachments == nil {
+		return nil, errors.New("provisioner: listers for claims, nodes, CSINodes and VolumeAttachments are required")
+	}
+	if o.Request.VolumeNamePrefix == "" {
+		return nil, errors.New("provisioner: the volume name prefix is empty")
+	}
+	return &Provisioner{o: o}, nil
+}
+
+// SupportsBlock lets the driver decide: it refuses block volumes itself.
+func (p *Provisioner) SupportsBlock(context.Context) bool { return true }
+
+// ShouldProvision skips claims that are being deleted: the in-flight
+// reconciler owns those.
+func (p *Provisioner) ShouldProvision(_ context.Context, claim *v1.PersistentVolumeClaim) bool {
+	return claim.DeletionTimestamp == nil
+}
+
+// ShouldDelete takes only the PVs of this provisioner's driver.
+func (p *Provisioner) ShouldDelete(_ context.Context, pv *v1.PersistentVolume) bool {
+	return pv.Spec.CSI != nil && pv.Spec.CSI.Driver == p.o.Driver.DriverName()
+}
+
+// Provision makes a volume for a claim. Before CreateVolume it records on
+// the claim (a finalizer) that a volume may exist for it; the record goes
+// once the PV is saved, or once the volume is known not to exist.
+func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOptions) (*v1.PersistentVolume, controller.ProvisioningState, error) {
+	claim := po.PVC
+	logger := klog.FromContext(ctx).WithValues("pvc", klog.KObj(claim))
+	ctx = klog.NewContext(ctx, logger)
+	defer p.locks.lock(string(claim.UID))()
+
+	// Decide on the claim as the API server has it now, not as a cache had it.
+	claim, err := p.o.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || (err == nil && (claim.UID != po.PVC.UID || claim.DeletionTimestamp != nil)) {
+		return nil, controller.ProvisioningFinished, &controller.IgnoredError{Reason: "the claim is gone or being deleted"}
+	} else if err != nil {
+		return nil, controller.ProvisioningNoChange, err
+	}
+	prep, err := p.prepare(ctx, claim, po.StorageClass, po.SelectedNode)
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	if claim, err = p.recordInFlight(ctx, claim); err != nil {
+		return nil, controller.ProvisioningNoChange, err
+	}
+	if prep.source != nil {
+		if err := p.protectSource(ctx, claim, prep.sourceClaim); err != nil {
+			return nil, controller.ProvisioningNoChange, err
+		}
+	}
+	resp, err := p.o.Driver.CreateVolume(ctx, prep.req)
+	if err != nil {
+		outcome := Classify(err, po.SelectedNode != nil)
+		logger.Info("CreateVolume failed", "volume", prep.req.Name, "outcome", outcome.String(), "err", err)
+		if outcome != InBackground {
+			// The driver made nothing: no volume to keep track of.
+			if rerr := p.forgetInFlight(ctx, claim); rerr != nil {
+				logger.Error(rerr, "Removing the in-flight record")
+			}
+			p.releaseSource(ctx, claim, prep.sourceClaim)
+		}
+		return nil, outcome.State(), fmt.Errorf("CreateVolume %s: %w", prep.req.Name, err)
+	}
+	p.releaseSource(ctx, claim, prep.sourceClaim)
+	pv, err := BuildPV(resp, PVInput{
+		Name: prep.req.Name, Driver: p.o.Driver.DriverName(), Identity: p.o.Identity, Claim: claim,
+		ReclaimPolicy: reclaimPolicy(po.StorageClass), MountOptions: po.StorageClass.MountOptions,
+		FSType: fsTypeFor(prep.params, p.o.Request.DefaultFSType), Secrets: prep.secretRefs,
+	})
+	if err != nil {
+		// A volume exists that we cannot describe: delete it (the in-flight
+		// record stays until the driver confirms).
+		err = fmt.Errorf("the driver's answer for %s is unusable: %w", prep.req.Name, err)
+		if _, derr := p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.GetVolume().GetVolumeId(), Secrets: prep.req.Secrets}); derr != nil {
+			return nil, controller.ProvisioningInBackground, fmt.Errorf("%w; deleting it failed too: %v", err, derr)
+		}
+		if rerr := p.forgetInFlight(ctx, claim); rerr != nil {
+			logger.Error(rerr, "Removing the in-flight record")
+		}
+		return nil, controller.ProvisioningFinished, err
+	}
+	logger.V(2).Info("Volume created", "volume", pv.Name, "handle", pv.Spec.CSI.VolumeHandle)
+	return pv, controller.ProvisioningFinished, nil
+}
+
+func reclaimPolicy(class *storagev1.StorageClass) v1.PersistentVolumeReclaimPolicy {
+	if class.ReclaimPolicy == nil {
+		return v1.PersistentVolumeReclaimDelete
+	}
+	return *class.ReclaimPolicy
+}
+
+func fsTypeFor(params ClassParams, defaultFSType string) string {
+	if params.FSType != "" {
+		return params.FSType
+	}
+	return defaultFSType
+}
+
+// prepared is everything read and checked before CreateVolume.
+type prepared struct {
+	req         *csi.CreateVolumeRequest
+	params      ClassParams
+	secretRefs  map[SecretKind]*v1.SecretReference
+	source      *csi.VolumeContentSource
+	sourceClaim *v1.PersistentVolumeClaim
+}
+
+// prepare reads what a request needs and builds it. Its errors are about
+// bad input (class, secrets, topology, data source): no CreateVolume is made.
+func (p *Provisioner) prepare(ctx context.Context, claim *v1.PersistentVolumeClaim, class *storagev1.StorageClass, node *v1.Node) (*prepared, error) {
+	params, err := ParseClassParams(class.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	name := VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
+	vars := TemplateVars{PVName: name, PVCName: claim.Name, PVCNamespace: claim.Namespace, PVCAnnotations: claim.Annotations}
+	out := &prepared{params: params, secretRefs: map[SecretKind]*v1.SecretReference{}}
+	for kind, tmpl := range params.Secrets {
+		ref, err := ResolveSecret(tmpl, vars)
+		if err != nil {
+			return nil, fmt.Errorf("%s secret: %w", kind, err)
+		}
+		out.secretRefs[kind] = ref
+	}
+	var secrets map[string]string
+	if ref := out.secretRefs[ProvisionerSecret]; ref != nil {
+		if secrets, err = p.secret(ctx, ref); err != nil {
+			return nil, err
+		}
+	}
+	var topology *csi.TopologyRequirement
+	if p.o.Topology {
+		if topology, err = p.topology(claim, class, node); err != nil {
+			return nil, err
+		}
+	}
+	if out.source, out.sourceClaim, err = p.cloneSource(ctx, claim); err != nil {
+		return nil, err
+	}
+	out.req, err = BuildRequest(RequestInput{Claim: claim, Class: class, Params: params, Secrets: secrets,
+		Topology: topology, Source: out.source}, p.o.Request)
+	return out, err
+}
+
+func (p *Provisioner) secret(ctx context.Context, ref *v1.SecretReference) (map[string]string, error) {
+	s, err := p.o.Client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return SecretData(s), nil
+}
+
+// topology gathers the segments the requirement is built from.
+func (p *Provisioner) topology(claim *v1.PersistentVolumeClaim, class *storagev1.StorageClass, node *v1.Node) (*csi.TopologyRequirement, error) {
+	in := TopologyInput{Allowed: class.AllowedTopologies, ClaimName: claim.Name,
+		Strict: p.o.StrictTopology, Immediate: p.o.ImmediateTopology}
+	driver := p.o.Driver.DriverName()
+	if node != nil {
+		cn, err := p.o.CSINodes.Get(node.Name)
+		if err != nil {
+			return nil, fmt.Errorf("CSINode of the selected node %s: %w", node.Name, err)
+		}
+		keys, ok := driverKeys(cn, driver)
+		if !ok {
+			return nil, fmt.Errorf("the driver %s is not registered on the selected node %s", driver, node.Name)
+		}
+		if in.Node, err = NodeSegment(node, keys); err != nil {
+			return nil, err
+		}
+		if in.Strict {
+			return Requirement(in)
+		}
+	} else if !in.Immediate {
+		return nil, nil
+	}
+	csiNodes, err := p.o.CSINodes.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, cn := range csiNodes {
+		keys, ok := driverKeys(cn, driver)
+		if !ok || len(keys) == 0 {
+			continue
+		}
+		n, err := p.o.Nodes.Get(cn.Name)
+		if err != nil {
+			continue // a node being removed
+		}
+		if seg, err := NodeSegment(n, keys); err == nil {
+			in.Cluster = append(in.Cluster, seg)
+		}
+	}
+	return Requirement(in)
+}
+
+func driverKeys(cn *storagev1.CSINode, driver string) ([]string, bool) {
+	i := slices.IndexFunc(cn.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == driver })
+	if i < 0 {
+		return nil, false
+	}
+	return cn.Spec.Drivers[i].TopologyKeys, true
+}
+
+// Delete deletes a Released volume's backend volume; the library then
+// removes the PV's finalizer. It refuses while a VolumeAttachment still
+// names the PV.
+func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
+	if pv.Spec.CSI == nil {
+		return &controller.IgnoredError{Reason: "not a CSI volume"}
+	}
+	vas, err := p.o.VolumeAttachments.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, va := range vas {
+		if name := va.Spec.Source.PersistentVolumeName; name != nil && *name == pv.Name {
+			return fmt.Errorf("the volume is still attached to node %s (VolumeAttachment %s)", va.Spec.NodeName, va.Name)
+		}
+	}
+	var secrets map[string]string
+	if name, ok := pv.Annotations[AnnDeletionSecretName]; ok {
+		ref := &v1.SecretReference{Name: name, Namespace: pv.Annotations[AnnDeletionSecretNamespace]}
+		if secrets, err = p.secret(ctx, ref); err != nil {
+			return err
+		}
+	}
+	if _, err := p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: pv.Spec.CSI.VolumeHandle, Secrets: secrets}); err != nil {
+		return fmt.Errorf("DeleteVolume %s: %w", pv.Spec.CSI.VolumeHandle, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Volume deleted", "pv", klog.KObj(pv), "handle", pv.Spec.CSI.VolumeHandle)
+	return nil
+}

@@ -1,0 +1,135 @@
+package provisioner
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+)
+
+// AnnProvisionerIdentity is the volume attribute that names the
+// provisioner instance that made a volume, as external-provisioner sets it.
+const AnnProvisionerIdentity = "storage.kubernetes.io/csiProvisionerIdentity"
+
+// PVInput is what a PV is built from, besides the driver's answer.
+type PVInput struct {
+	Name          string
+	Driver        string
+	Identity      string
+	Claim         *v1.PersistentVolumeClaim
+	ReclaimPolicy v1.PersistentVolumeReclaimPolicy
+	MountOptions  []string
+	FSType        string
+	// Secrets are the resolved references the PV carries, by kind.
+	Secrets map[SecretKind]*v1.SecretReference
+}
+
+// BuildPV turns a CreateVolume answer into the PV to save. It is pure. The
+// PV is pre-bound (claimRef with the claim's UID) so that only that claim
+// can bind it; the binder completes the binding. A malformed answer is an
+// error; the caller then deletes the volume, which it knows by name.
+func BuildPV(resp *csi.CreateVolumeResponse, in PVInput) (*v1.PersistentVolume, error) {
+	if resp == nil || resp.Volume == nil {
+		return nil, errors.New("the driver returned no volume")
+	}
+	vol := resp.Volume
+	if vol.VolumeId == "" {
+		return nil, errors.New("the driver returned a volume without an ID")
+	}
+	requested := in.Claim.Spec.Resources.Requests[v1.ResourceStorage]
+	size := requested.DeepCopy()
+	switch {
+	case vol.CapacityBytes < 0:
+		return nil, fmt.Errorf("the driver returned a negative capacity %d", vol.CapacityBytes)
+	case vol.CapacityBytes > 0:
+		size = *resource.NewQuantity(vol.CapacityBytes, resource.BinarySI)
+		if size.Cmp(requested) < 0 {
+			return nil, fmt.Errorf("the driver made a volume of %s, less than the %s requested", size.String(), requested.String())
+		}
+	}
+	affinity, err := nodeAffinity(vol.AccessibleTopology)
+	if err != nil {
+		return nil, err
+	}
+	attrs := maps.Clone(vol.VolumeContext)
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	attrs[AnnProvisionerIdentity] = in.Identity
+	source := &v1.CSIPersistentVolumeSource{
+		Driver:                     in.Driver,
+		VolumeHandle:               vol.VolumeId,
+		VolumeAttributes:           attrs,
+		ControllerPublishSecretRef: in.Secrets[ControllerPublishSecret],
+		NodeStageSecretRef:         in.Secrets[NodeStageSecret],
+		NodePublishSecretRef:       in.Secrets[NodePublishSecret],
+		ControllerExpandSecretRef:  in.Secrets[ControllerExpandSecret],
+		NodeExpandSecretRef:        in.Secrets[NodeExpandSecret],
+	}
+	if !isBlock(in.Claim) {
+		source.FSType = in.FSType
+	}
+	policy := in.ReclaimPolicy
+	if policy == "" {
+		policy = v1.PersistentVolumeReclaimDelete
+	}
+	pv := &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        in.Name,
+			Annotations: map[string]string{storagehelpers.AnnDynamicallyProvisioned: in.Driver},
+		},
+		Spec: v1.PersistentVolumeSpec{
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: size},
+			AccessModes:                   slices.Clone(in.Claim.Spec.AccessModes),
+			PersistentVolumeReclaimPolicy: policy,
+			MountOptions:                  slices.Clone(in.MountOptions),
+			VolumeMode:                    in.Claim.Spec.VolumeMode,
+			NodeAffinity:                  affinity,
+			StorageClassName:              storagehelpers.GetPersistentVolumeClaimClass(in.Claim),
+			ClaimRef: &v1.ObjectReference{
+				Kind: "PersistentVolumeClaim", APIVersion: "v1",
+				Namespace: in.Claim.Namespace, Name: in.Claim.Name, UID: in.Claim.UID,
+				ResourceVersion: in.Claim.ResourceVersion,
+			},
+			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: source},
+		},
+	}
+	if policy == v1.PersistentVolumeReclaimDelete {
+		pv.Finalizers = []string{storagehelpers.PVDeletionProtectionFinalizer}
+	}
+	if ref := in.Secrets[ProvisionerSecret]; ref != nil {
+		pv.Annotations[AnnDeletionSecretName] = ref.Name
+		pv.Annotations[AnnDeletionSecretNamespace] = ref.Namespace
+	}
+	return pv, nil
+}
+
+// nodeAffinity turns accessible topology into a required node affinity:
+// one term per segment, one In expression per key. A segment with an empty
+// key is malformed; an empty segment is skipped.
+func nodeAffinity(topology []*csi.Topology) (*v1.VolumeNodeAffinity, error) {
+	var terms []v1.NodeSelectorTerm
+	for _, t := range topology {
+		if t == nil || len(t.Segments) == 0 {
+			continue
+		}
+		var exprs []v1.NodeSelectorRequirement
+		for _, k := range slices.Sorted(maps.Keys(t.Segments)) {
+			if k == "" {
+				return nil, errors.New("the driver returned a topology segment with an empty key")
+			}
+			exprs = append(exprs, v1.NodeSelectorRequirement{Key: k, Operator: v1.NodeSelectorOpIn, Values: []string{t.Segments[k]}})
+		}
+		terms = append(terms, v1.NodeSelectorTerm{MatchExpressions: exprs})
+	}
+	if len(terms) == 0 {
+		return nil, nil
+	}
+	return &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: terms}}, nil
+}

@@ -1,0 +1,169 @@
+package provisioner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+)
+
+// InFlightOptions configure the in-flight reconciler.
+type InFlightOptions struct {
+	Claims   cache.SharedIndexInformer
+	Volumes  cache.SharedIndexInformer
+	Classes  storagelisters.StorageClassLister
+	Recorder record.EventRecorder
+	// RateLimiter paces retries (--retry-interval-start and -max).
+	RateLimiter workqueue.TypedRateLimiter[string]
+}
+
+// InFlight settles the claims that carry FinalizerInFlight: once a claim's
+// PV is saved, the record goes; once a claim is deleted before its PV was
+// saved, the volume that may exist is found again by name (CreateVolume is
+// idempotent), deleted, and then the record goes. This closes
+// external-provisioner's leak when it restarts mid-CreateVolume (EP#486)
+// and its create/delete race (EP#1469).
+type InFlight struct {
+	p     *Provisioner
+	o     InFlightOptions
+	queue workqueue.TypedRateLimitingInterface[string]
+}
+
+// NewInFlight wires the reconciler to the informers.
+func (p *Provisioner) NewInFlight(o InFlightOptions) (*InFlight, error) {
+	r := &InFlight{p: p, o: o, queue: workqueue.NewTypedRateLimitingQueueWithConfig(o.RateLimiter,
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "in-flight"})}
+	onClaim := func(obj any) {
+		if c, ok := obj.(*v1.PersistentVolumeClaim); ok && slices.Contains(c.Finalizers, FinalizerInFlight) {
+			r.queue.Add(c.Namespace + "/" + c.Name)
+		}
+	}
+	if _, err := o.Claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onClaim, UpdateFunc: func(_, obj any) { onClaim(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	onVolume := func(obj any) {
+		if pv, ok := obj.(*v1.PersistentVolume); ok && pv.Spec.ClaimRef != nil {
+			r.queue.Add(pv.Spec.ClaimRef.Namespace + "/" + pv.Spec.ClaimRef.Name)
+		}
+	}
+	if _, err := o.Volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onVolume}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Run works the queue until ctx ends.
+func (r *InFlight) Run(ctx context.Context, workers int) {
+	defer r.queue.ShutDown()
+	for range workers {
+		go func() {
+			for {
+				key, quit := r.queue.Get()
+				if quit {
+					return
+				}
+				if err := r.sync(ctx, key); err != nil {
+					klog.FromContext(ctx).Error(err, "Settling an in-flight volume; will retry", "pvc", key)
+					r.queue.AddRateLimited(key)
+				} else {
+					r.queue.Forget(key)
+				}
+				r.queue.Done(key)
+			}
+		}()
+	}
+	<-ctx.Done()
+}
+
+func (r *InFlight) sync(ctx context.Context, key string) error {
+	obj, exists, err := r.o.Claims.GetStore().GetByKey(key)
+	if err != nil || !exists {
+		return err
+	}
+	claim := obj.(*v1.PersistentVolumeClaim)
+	if !slices.Contains(claim.Finalizers, FinalizerInFlight) {
+		return nil
+	}
+	p := r.p
+	defer p.locks.lock(string(claim.UID))()
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("pvc", klog.KObj(claim)))
+	name := VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
+	saved, err := r.pvSaved(ctx, name, claim)
+	if err != nil {
+		return err
+	}
+	if saved {
+		return p.forgetInFlight(ctx, claim)
+	}
+	if claim.DeletionTimestamp == nil {
+		return nil // still being provisioned: the library retries it
+	}
+	if err := r.deleteUnsaved(ctx, claim, name); err != nil {
+		r.o.Recorder.Event(claim, v1.EventTypeWarning, "ProvisioningCleanupFailed",
+			fmt.Sprintf("the claim was deleted before its volume %s was saved, and the volume cannot be confirmed deleted yet: %v", name, err))
+		return err
+	}
+	klog.FromContext(ctx).Info("Deleted the volume of a claim deleted before its PV was saved", "volume", name)
+	return p.forgetInFlight(ctx, claim)
+}
+
+// pvSaved reports whether the claim's PV exists (asking the API server when
+// the cache has none).
+func (r *InFlight) pvSaved(ctx context.Context, name string, claim *v1.PersistentVolumeClaim) (bool, error) {
+	obj, exists, err := r.o.Volumes.GetStore().GetByKey(name)
+	if err != nil {
+		return false, err
+	}
+	pv, _ := obj.(*v1.PersistentVolume)
+	if !exists {
+		pv, err = r.p.o.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	return pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == claim.UID, nil
+}
+
+// deleteUnsaved finds the volume of a deleted claim again by repeating its
+// CreateVolume, and deletes it. A final CreateVolume error means the driver
+// has no such volume.
+func (r *InFlight) deleteUnsaved(ctx context.Context, claim *v1.PersistentVolumeClaim, name string) error {
+	className := storagehelpers.GetPersistentVolumeClaimClass(claim)
+	class, err := r.o.Classes.Get(className)
+	if err != nil {
+		return fmt.Errorf("its StorageClass %q is needed to find the volume: %w", className, err)
+	}
+	var node *v1.Node
+	if nodeName := claim.Annotations[storagehelpers.AnnSelectedNode]; nodeName != "" {
+		node, _ = r.p.o.Nodes.Get(nodeName)
+	}
+	prep, err := r.p.prepare(ctx, claim, class, node)
+	if err != nil {
+		return err
+	}
+	resp, err := r.p.o.Driver.CreateVolume(ctx, prep.req)
+	if err != nil {
+		if Classify(err, false) == Final {
+			klog.FromContext(ctx).Info("The driver has no volume for the deleted claim", "volume", name, "err", err)
+			return nil
+		}
+		return err
+	}
+	_, err = r.p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.GetVolume().GetVolumeId(), Secrets: prep.req.Secrets})
+	return err
+}
+

@@ -1,0 +1,138 @@
+package provisioner
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+)
+
+// VolumeName is the name of a claim's volume, in the CSI driver and as a PV:
+// prefix-<claim UID>, the UID cut to uuidLength characters when that is
+// positive (external-provisioner's --volume-name-uuid-length).
+func VolumeName(prefix, claimUID string, uuidLength int) string {
+	id := claimUID
+	if uuidLength > 0 && uuidLength < len(id) {
+		id = id[:uuidLength]
+	}
+	return prefix + "-" + id
+}
+
+// RequestOptions are the provisioner-wide settings that shape a request.
+type RequestOptions struct {
+	VolumeNamePrefix    string
+	VolumeNameUUIDLen   int
+	DefaultFSType       string
+	ExtraCreateMetadata bool
+}
+
+// RequestInput is one claim's provisioning input, already read from the API.
+type RequestInput struct {
+	Claim  *v1.PersistentVolumeClaim
+	Class  *storagev1.StorageClass
+	Params ClassParams
+	// Secrets are the provisioner secret's data, nil for none.
+	Secrets map[string]string
+	// Topology is the accessibility requirement, nil for none.
+	Topology *csi.TopologyRequirement
+	// Source is the content source for a clone, nil for none.
+	Source *csi.VolumeContentSource
+}
+
+// BuildRequest makes the CreateVolume request for a claim. It is pure.
+func BuildRequest(in RequestInput, o RequestOptions) (*csi.CreateVolumeRequest, error) {
+	claim := in.Claim
+	name := VolumeName(o.VolumeNamePrefix, string(claim.UID), o.VolumeNameUUIDLen)
+	caps, err := VolumeCapabilities(claim, in.Params.FSType, o.DefaultFSType, in.Class.MountOptions)
+	if err != nil {
+		return nil, err
+	}
+	capRange, err := capacityRange(claim)
+	if err != nil {
+		return nil, err
+	}
+	params := in.Params.Driver
+	if o.ExtraCreateMetadata {
+		params = withMetadata(params, claim.Namespace, claim.Name, name)
+	}
+	return &csi.CreateVolumeRequest{
+		Name:                      name,
+		CapacityRange:             capRange,
+		VolumeCapabilities:        caps,
+		Parameters:                params,
+		Secrets:                   in.Secrets,
+		AccessibilityRequirements: in.Topology,
+		VolumeContentSource:       in.Source,
+	}, nil
+}
+
+func capacityRange(claim *v1.PersistentVolumeClaim) (*csi.CapacityRange, error) {
+	req, ok := claim.Spec.Resources.Requests[v1.ResourceStorage]
+	if !ok {
+		return nil, errors.New("the claim requests no storage")
+	}
+	if req.Sign() < 0 {
+		return nil, fmt.Errorf("the claim requests a negative size %s", req.String())
+	}
+	r := &csi.CapacityRange{RequiredBytes: req.Value()}
+	if limit, ok := claim.Spec.Resources.Limits[v1.ResourceStorage]; ok {
+		if limit.Cmp(req) < 0 {
+			return nil, fmt.Errorf("the claim's storage limit %s is below its request %s", limit.String(), req.String())
+		}
+		r.LimitBytes = limit.Value()
+	}
+	return r, nil
+}
+
+// VolumeCapabilities maps a claim's access modes and volumeMode to CSI
+// capabilities: one per access mode, block or mount (with the class's
+// fsType, else the default, and its mount options).
+func VolumeCapabilities(claim *v1.PersistentVolumeClaim, fsType, defaultFSType string, mountOptions []string) ([]*csi.VolumeCapability, error) {
+	if len(claim.Spec.AccessModes) == 0 {
+		return nil, errors.New("the claim has no access modes")
+	}
+	block := claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == v1.PersistentVolumeBlock
+	if claim.Spec.VolumeMode != nil && !block && *claim.Spec.VolumeMode != v1.PersistentVolumeFilesystem {
+		return nil, fmt.Errorf("unknown volumeMode %q", *claim.Spec.VolumeMode)
+	}
+	if fsType == "" {
+		fsType = defaultFSType
+	}
+	var out []*csi.VolumeCapability
+	for _, m := range claim.Spec.AccessModes {
+		mode, err := accessMode(m)
+		if err != nil {
+			return nil, err
+		}
+		c := &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: mode}}
+		if block {
+			c.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
+		} else {
+			c.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: fsType, MountFlags: mountOptions}}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func accessMode(m v1.PersistentVolumeAccessMode) (csi.VolumeCapability_AccessMode_Mode, error) {
+	switch m {
+	case v1.ReadWriteOnce:
+		return csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, nil
+	case v1.ReadWriteOncePod:
+		return csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, nil
+	case v1.ReadOnlyMany:
+		return csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY, nil
+	case v1.ReadWriteMany:
+		return csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, nil
+	}
+	return 0, fmt.Errorf("unknown access mode %q", m)
+}
+
+// isBlock reports whether the claim asks for a raw block volume.
+func isBlock(claim *v1.PersistentVolumeClaim) bool {
+	return claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == v1.PersistentVolumeBlock
+}
+

@@ -1,0 +1,161 @@
+package provisioner
+
+import (
+	"errors"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
+)
+
+// Segment is one topology segment: key to value.
+type Segment map[string]string
+
+func (s Segment) key() string {
+	keys := slices.Sorted(maps.Keys(s))
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + "=" + s[k] + ";")
+	}
+	return b.String()
+}
+
+// within reports whether s lies in allowed: s has every key of allowed with
+// the same value.
+func (s Segment) within(allowed Segment) bool {
+	for k, v := range allowed {
+		if s[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TopologyInput is what the accessibility requirement is built from.
+type TopologyInput struct {
+	// Node is the selected node's segment, nil when no node is selected.
+	Node Segment
+	// Cluster are the segments of every node that runs the driver.
+	Cluster []Segment
+	// Allowed are the class's allowedTopologies.
+	Allowed []v1.TopologySelectorTerm
+	// ClaimName spreads Immediate volumes over the segments.
+	ClaimName string
+	// Strict keeps a delayed volume to the selected node's segment
+	// (--strict-topology); Immediate asks for topology for Immediate
+	// classes at all (--immediate-topology).
+	Strict, Immediate bool
+}
+
+// Requirement builds the CreateVolume accessibility requirement, nil for none.
+//   - With a selected node: strict gives only the node's segment; otherwise
+//     every allowed (or known) segment is requisite and the node's comes
+//     first in preferred. A node outside allowedTopologies is an error.
+//   - Without one (Immediate): the allowed (or known) segments, preferred
+//     in an order that depends on the claim, so volumes spread out.
+func Requirement(in TopologyInput) (*csi.TopologyRequirement, error) {
+	allowed := expandTerms(in.Allowed)
+	if in.Node != nil {
+		if len(allowed) > 0 && !slices.ContainsFunc(allowed, in.Node.within) {
+			return nil, errors.New("the selected node is outside the class's allowedTopologies")
+		}
+		if in.Strict {
+			return &csi.TopologyRequirement{Requisite: toCSI([]Segment{in.Node}), Preferred: toCSI([]Segment{in.Node})}, nil
+		}
+		req := allowed
+		if len(req) == 0 {
+			req = dedup(append([]Segment{in.Node}, in.Cluster...))
+		}
+		// Preferred must be a subset of requisite: the segments that hold
+		// the node first, then the rest.
+		var pref, rest []Segment
+		for _, s := range req {
+			if in.Node.within(s) {
+				pref = append(pref, s)
+			} else {
+				rest = append(rest, s)
+			}
+		}
+		pref = append(pref, rest...)
+		return &csi.TopologyRequirement{Requisite: toCSI(req), Preferred: toCSI(pref)}, nil
+	}
+	if !in.Immediate {
+		return nil, nil
+	}
+	req := allowed
+	if len(req) == 0 {
+		req = dedup(in.Cluster)
+	}
+	if len(req) == 0 {
+		return nil, nil
+	}
+	h := fnv.New32a()
+	h.Write([]byte(in.ClaimName))
+	start := int(h.Sum32() % uint32(len(req)))
+	pref := append(slices.Clone(req[start:]), req[:start]...)
+	return &csi.TopologyRequirement{Requisite: toCSI(req), Preferred: toCSI(pref)}, nil
+}
+
+// expandTerms turns selector terms into segments: each term is the product
+// of its expressions' values.
+func expandTerms(terms []v1.TopologySelectorTerm) []Segment {
+	var out []Segment
+	for _, t := range terms {
+		segs := []Segment{{}}
+		for _, e := range t.MatchLabelExpressions {
+			var next []Segment
+			for _, s := range segs {
+				for _, v := range e.Values {
+					n := maps.Clone(s)
+					n[e.Key] = v
+					next = append(next, n)
+				}
+			}
+			segs = next
+		}
+		if len(segs) == 1 && len(segs[0]) == 0 {
+			continue
+		}
+		out = append(out, segs...)
+	}
+	return dedup(out)
+}
+
+func dedup(segs []Segment) []Segment {
+	seen := map[string]bool{}
+	var out []Segment
+	for _, s := range segs {
+		if len(s) == 0 || seen[s.key()] {
+			continue
+		}
+		seen[s.key()] = true
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Segment) int { return strings.Compare(a.key(), b.key()) })
+	return out
+}
+
+func toCSI(segs []Segment) []*csi.Topology {
+	out := make([]*csi.Topology, 0, len(segs))
+	for _, s := range segs {
+		out = append(out, &csi.Topology{Segments: maps.Clone(s)})
+	}
+	return out
+}
+
+// NodeSegment reads a node's segment for the given topology keys (from the
+// driver's entry in the node's CSINode). A missing label is an error.
+func NodeSegment(node *v1.Node, keys []string) (Segment, error) {
+	s := Segment{}
+	for _, k := range keys {
+		v, ok := node.Labels[k]
+		if !ok {
+			return nil, errors.New("node " + node.Name + " has no label " + k + ", which its CSINode names as a topology key")
+		}
+		s[k] = v
+	}
+	return s, nil
+}

@@ -1,0 +1,101 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	tcsi "github.com/tether-csi/tether/pkg/csi"
+	"github.com/tether-csi/tether/test/cluster"
+)
+
+// mockDriver is the csi-test mock driver, run as a process.
+type mockDriver struct {
+	Name, Socket string
+	Proc         *cluster.Process
+}
+
+// startMock runs the mock driver on a fresh unix socket. hooks, if not
+// empty, is the text of its hooks file.
+func startMock(t *testing.T, c *cluster.Cluster, name, hooks string, extra ...string) *mockDriver {
+	t.Helper()
+	path, err := cluster.Tool("mock-driver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "csi") // socket paths must be short
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "csi.sock")
+	args := append([]string{"-name=" + name, "-v=5"}, extra...)
+	if hooks != "" {
+		file := filepath.Join(dir, "hooks.yaml")
+		if err := os.WriteFile(file, []byte(hooks), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-hooks-file="+file)
+	}
+	proc := c.Run(t, cluster.ProcessOptions{Name: "mock-" + name, Path: path, Args: args, Env: []string{"CSI_ENDPOINT=unix://" + socket}})
+	return &mockDriver{Name: name, Socket: socket, Proc: proc}
+}
+
+// volumes lists the driver's volume IDs.
+func (m *mockDriver) volumes(t *testing.T) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	conn, err := tcsi.Connect(ctx, tcsi.Options{Address: m.Socket, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var ids []string
+	token := ""
+	for {
+		resp, err := conn.ListVolumes(ctx, &csi.ListVolumesRequest{StartingToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range resp.Entries {
+			ids = append(ids, e.GetVolume().GetVolumeId())
+		}
+		if token = resp.NextToken; token == "" {
+			break
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// startProvisioner runs our provisioner against a driver socket.
+func startProvisioner(t *testing.T, c *cluster.Cluster, name, socket string, extra ...string) *cluster.Process {
+	t.Helper()
+	path := cluster.BuildBinary(t, "./cmd/provisioner")
+	args := append([]string{"--kubeconfig=" + c.Kubeconfig, "--csi-address=" + socket, "--leader-election=false",
+		"--retry-interval-start=200ms", "--retry-interval-max=2s", "-v=4"}, extra...)
+	return c.Run(t, cluster.ProcessOptions{Name: "provisioner-" + name, Path: path, Args: args})
+}
+
+func createCSIClass(t *testing.T, c *cluster.Cluster, name, driver string, policy string, mode storagev1.VolumeBindingMode) {
+	t.Helper()
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: driver, VolumeBindingMode: &mode}
+	if policy != "" {
+		p := corev1ReclaimPolicy(policy)
+		sc.ReclaimPolicy = &p
+	}
+	mustCreate(t, c.Client.StorageV1().StorageClasses().Create, sc)
+}
+
+func corev1ReclaimPolicy(p string) corev1.PersistentVolumeReclaimPolicy {
+	return corev1.PersistentVolumeReclaimPolicy(p)
+}

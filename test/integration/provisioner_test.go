@@ -1,0 +1,159 @@
+package integration
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/test/cluster"
+)
+
+const mockName = "mock.csi.tether.dev"
+
+// TestProvisioner runs our provisioner beside the csi-test mock driver,
+// with our binder, on a real control plane.
+func TestProvisioner(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{Controllers: protectionControllers})
+	cs := c.Client
+	pvcs := cs.CoreV1().PersistentVolumeClaims("default")
+	mock := startMock(t, c, mockName, "", "-enable-topology")
+	startProvisioner(t, c, "mock", mock.Socket)
+	startBinder(t, c)
+
+	t.Run("Immediate class gives a Bound claim and a pre-bound PV", func(t *testing.T) {
+		createCSIClass(t, c, "imm", mockName, "Delete", storagev1.VolumeBindingImmediate)
+		mustCreate(t, pvcs.Create, claim("imm", "imm", "1Gi"))
+		pvc := waitClaimBound(t, cs, "imm")
+		pv := getPV(t, cs, pvc.Spec.VolumeName)
+		if pv.Name != "pvc-"+string(pvc.UID) {
+			t.Errorf("PV name %s, want pvc-<claim UID>", pv.Name)
+		}
+		if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != pvc.UID {
+			t.Errorf("claimRef %+v, want the claim's UID", pv.Spec.ClaimRef)
+		}
+		if !slices.Contains(pv.Finalizers, "external-provisioner.volume.kubernetes.io/finalizer") {
+			t.Errorf("finalizers %v lack external-provisioner's", pv.Finalizers)
+		}
+		if pv.Annotations["pv.kubernetes.io/provisioned-by"] != mockName {
+			t.Errorf("provisioned-by = %q", pv.Annotations["pv.kubernetes.io/provisioned-by"])
+		}
+		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != mockName || pv.Spec.CSI.VolumeHandle == "" {
+			t.Fatalf("CSI source %+v", pv.Spec.CSI)
+		}
+		if !slices.Contains(mock.volumes(t), pv.Spec.CSI.VolumeHandle) {
+			t.Errorf("the driver does not list %s", pv.Spec.CSI.VolumeHandle)
+		}
+		eventually(t, "in-flight record removed", func(ctx context.Context) (bool, error) {
+			return !slices.Contains(getClaim(t, cs, "imm").Finalizers, provisioner.FinalizerInFlight), nil
+		})
+
+		t.Run("deleting the claim deletes the volume and the PV", func(t *testing.T) {
+			deleteClaim(t, cs, "imm")
+			waitGone(t, func(ctx context.Context) error {
+				_, err := cs.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+				return err
+			})
+			if slices.Contains(mock.volumes(t), pv.Spec.CSI.VolumeHandle) {
+				t.Errorf("the driver still lists %s", pv.Spec.CSI.VolumeHandle)
+			}
+		})
+	})
+
+	t.Run("Retain keeps the PV and the backend volume", func(t *testing.T) {
+		createCSIClass(t, c, "keep", mockName, "Retain", storagev1.VolumeBindingImmediate)
+		mustCreate(t, pvcs.Create, claim("keep", "keep", "1Gi"))
+		pvc := waitClaimBound(t, cs, "keep")
+		pv := getPV(t, cs, pvc.Spec.VolumeName)
+		if slices.Contains(pv.Finalizers, "external-provisioner.volume.kubernetes.io/finalizer") {
+			t.Errorf("a Retain PV carries the deletion finalizer: %v", pv.Finalizers)
+		}
+		deleteClaim(t, cs, "keep")
+		waitVolumePhase(t, cs, pv.Name, corev1.VolumeReleased)
+		if !slices.Contains(mock.volumes(t), pv.Spec.CSI.VolumeHandle) {
+			t.Errorf("the backend volume of a Retain PV is gone")
+		}
+	})
+
+	t.Run("WaitForFirstConsumer passes the selected node's topology", func(t *testing.T) {
+		const key, value = "io.kubernetes.storage.mock/node", "some-mock-node"
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "mock-node", Labels: map[string]string{key: value}}}
+		mustCreate(t, cs.CoreV1().Nodes().Create, node)
+		csiNode := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: "mock-node"}, Spec: storagev1.CSINodeSpec{
+			Drivers: []storagev1.CSINodeDriver{{Name: mockName, NodeID: "mock-node", TopologyKeys: []string{key}}}}}
+		mustCreate(t, cs.StorageV1().CSINodes().Create, csiNode)
+		createCSIClass(t, c, "late", mockName, "Delete", storagev1.VolumeBindingWaitForFirstConsumer)
+		mustCreate(t, pvcs.Create, claim("late", "late", "1Gi"))
+		waitEvent(t, cs, "default", "late", "WaitForFirstConsumer")
+		patch := []byte(`{"metadata":{"annotations":{"volume.kubernetes.io/selected-node":"mock-node"}}}`)
+		if _, err := pvcs.Patch(t.Context(), "late", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pv := getPV(t, cs, waitClaimBound(t, cs, "late").Spec.VolumeName)
+		terms := pv.Spec.NodeAffinity.Required.NodeSelectorTerms
+		if len(terms) != 1 || terms[0].MatchExpressions[0].Key != key || terms[0].MatchExpressions[0].Values[0] != value {
+			t.Errorf("node affinity %+v, want %s=%s", terms, key, value)
+		}
+		if log := cluster.Tail(mock.Proc.LogPath, 100000); !strings.Contains(log, "accessibility_requirements") {
+			t.Logf("the mock driver's log shows no accessibility requirements (it may not log requests)")
+		}
+	})
+
+	t.Run("a deleted PV with Delete is still cleaned up", func(t *testing.T) {
+		createCSIClass(t, c, "gone", mockName, "Delete", storagev1.VolumeBindingImmediate)
+		mustCreate(t, pvcs.Create, claim("gone", "gone", "1Gi"))
+		pvc := waitClaimBound(t, cs, "gone")
+		pv := getPV(t, cs, pvc.Spec.VolumeName)
+		if err := cs.CoreV1().PersistentVolumes().Delete(t.Context(), pv.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deleteClaim(t, cs, "gone")
+		waitGone(t, func(ctx context.Context) error {
+			_, err := cs.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+			return err
+		})
+		if slices.Contains(mock.volumes(t), pv.Spec.CSI.VolumeHandle) {
+			t.Errorf("the driver still lists %s", pv.Spec.CSI.VolumeHandle)
+		}
+	})
+}
+
+// TestProvisionerFinalError: a driver that refuses every CreateVolume gives
+// a ProvisioningFailed event with its message, and no PV.
+func TestProvisionerFinalError(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{})
+	const name = "broken.csi.tether.dev"
+	mock := startMock(t, c, name, "createVolumeStart: INVALIDARGUMENT\n")
+	startProvisioner(t, c, "broken", mock.Socket)
+	startBinder(t, c)
+	createCSIClass(t, c, "broken", name, "Delete", storagev1.VolumeBindingImmediate)
+	mustCreate(t, c.Client.CoreV1().PersistentVolumeClaims("default").Create, claim("broken", "broken", "1Gi"))
+	e := waitEvent(t, c.Client, "default", "broken", "ProvisioningFailed")
+	if !strings.Contains(e.Message, "InvalidArgument") {
+		t.Errorf("event message %q does not carry the driver's error", e.Message)
+	}
+	pvs, err := c.Client.CoreV1().PersistentVolumes().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pvs.Items) != 0 {
+		t.Errorf("%d PVs exist after a final error", len(pvs.Items))
+	}
+	eventually(t, "no in-flight record after a final error", func(ctx context.Context) (bool, error) {
+		return !slices.Contains(getClaim(t, c.Client, "broken").Finalizers, provisioner.FinalizerInFlight), nil
+	})
+}
+
+func waitGone(t *testing.T, get func(context.Context) error) {
+	t.Helper()
+	eventually(t, "object gone", func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(get(ctx)), nil
+	})
+}
