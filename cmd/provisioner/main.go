@@ -183,4 +183,3 @@ func run(ctx context.Context, o options) error {
 		<-ctx.Done()
 	})
 }
-

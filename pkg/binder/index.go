@@ -25,7 +25,7 @@ type Index struct {
 	mu       sync.RWMutex
 	vols     map[string]*v1.PersistentVolume
 	groups   map[groupKey]*group
-	byClass  map[string][]*group           // sorted by (len(modes), modes)
+	byClass  map[string][]*group            // sorted by (len(modes), modes)
 	preBound map[string]map[string]struct{} // claim namespace/name -> PV names
 	reserved map[string]string              // PV name -> claim UID
 	dead     tombstones
@@ -157,7 +157,15 @@ func (ix *Index) add(pv *v1.PersistentVolume) {
 	k := keyOf(pv)
 	g, ok := ix.groups[k]
 	if !ok {
-		g = &group{key: k, modes: pv.Spec.AccessModes}
+		// The group's modes without duplicates: a volume may list a mode
+		// twice, and the count orders the groups.
+		var modes []v1.PersistentVolumeAccessMode
+		for _, m := range pv.Spec.AccessModes {
+			if !slices.Contains(modes, m) {
+				modes = append(modes, m)
+			}
+		}
+		g = &group{key: k, modes: modes}
 		ix.groups[k] = g
 		list := append(ix.byClass[k.class], g)
 		slices.SortFunc(list, func(a, b *group) int {

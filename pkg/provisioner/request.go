@@ -135,4 +135,3 @@ func accessMode(m v1.PersistentVolumeAccessMode) (csi.VolumeCapability_AccessMod
 func isBlock(claim *v1.PersistentVolumeClaim) bool {
 	return claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == v1.PersistentVolumeBlock
 }
-
