@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,7 +50,8 @@ func startMock(t *testing.T, c *cluster.Cluster, name, hooks string, extra ...st
 	return &mockDriver{Name: name, Socket: socket, Proc: proc}
 }
 
-// volumes lists the driver's volume IDs.
+// volumes lists the IDs of the volumes the driver made for claims (the
+// mock also lists three volumes of its own, which are left out).
 func (m *mockDriver) volumes(t *testing.T) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -67,7 +69,9 @@ func (m *mockDriver) volumes(t *testing.T) []string {
 			t.Fatal(err)
 		}
 		for _, e := range resp.Entries {
-			ids = append(ids, e.GetVolume().GetVolumeId())
+			if strings.HasPrefix(e.GetVolume().GetVolumeContext()["name"], "pvc-") {
+				ids = append(ids, e.GetVolume().GetVolumeId())
+			}
 		}
 		if token = resp.NextToken; token == "" {
 			break

@@ -101,8 +101,16 @@ func TestProvisioner(t *testing.T) {
 		if len(terms) != 1 || terms[0].MatchExpressions[0].Key != key || terms[0].MatchExpressions[0].Values[0] != value {
 			t.Errorf("node affinity %+v, want %s=%s", terms, key, value)
 		}
-		if log := cluster.Tail(mock.Proc.LogPath, 100000); !strings.Contains(log, "accessibility_requirements") {
-			t.Logf("the mock driver's log shows no accessibility requirements (it may not log requests)")
+		// The mock logs each request: the CreateVolume for this claim must
+		// carry the node's segment as its requirement.
+		var sawTopology bool
+		for _, line := range strings.Split(cluster.Tail(mock.Proc.LogPath, 100000), "\n") {
+			if strings.Contains(line, "CreateVolume") && strings.Contains(line, pv.Name) {
+				sawTopology = strings.Contains(line, `"accessibility_requirements":{"requisite":[{"segments":{"`+key+`":"`+value+`"}}]`)
+			}
+		}
+		if !sawTopology {
+			t.Errorf("the CreateVolume request for %s did not carry the node's topology", pv.Name)
 		}
 	})
 
