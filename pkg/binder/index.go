@@ -110,11 +110,15 @@ func (ix *Index) Upsert(pv *v1.PersistentVolume) *v1.PersistentVolume {
 func (ix *Index) Delete(pv *v1.PersistentVolume) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	rv := pv.ResourceVersion
 	if old, ok := ix.vols[pv.Name]; ok && old.UID == pv.UID {
+		if newer(old.ResourceVersion, rv) {
+			rv = old.ResourceVersion // a relist's last-known state can be older than our own write
+		}
 		ix.remove(old)
 		delete(ix.reserved, pv.Name)
 	}
-	ix.dead.add(pv.Name, pv.ResourceVersion)
+	ix.dead.add(pv.Name, rv)
 }
 
 // Get returns the newest known version of a volume.

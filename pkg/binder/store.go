@@ -48,10 +48,14 @@ func (s *Store[T]) Delete(obj T) {
 	k := storeKey(obj.GetNamespace(), obj.GetName())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	rv := obj.GetResourceVersion()
 	if old, ok := s.objs[k]; ok && old.GetUID() == obj.GetUID() {
+		if newer(old.GetResourceVersion(), rv) {
+			rv = old.GetResourceVersion() // a relist's last-known state can be older than our own write
+		}
 		delete(s.objs, k)
 	}
-	s.dead.add(k, obj.GetResourceVersion())
+	s.dead.add(k, rv)
 }
 
 // Get returns the newest version of namespace/name.
