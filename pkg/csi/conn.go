@@ -214,12 +214,13 @@ func (c *Conn) waitReady(ctx context.Context, logger klog.Logger) error {
 			return fmt.Errorf("the server at %s does not implement the CSI Probe call, so it is no CSI driver: %w", c.address, err)
 		case err == nil:
 			reason = "it answered Probe with ready=false"
-		case ctx.Err() != nil && reason != "":
+		case ended(ctx) && reason != "":
 			// The probe was cut short by ctx: the previous reason says more.
 		default:
 			reason = "Probe failed: " + err.Error()
 		}
-		if ctx.Err() != nil {
+		if ended(ctx) {
+			<-ctx.Done() // at most a moment away
 			return giveUp(attempt)
 		}
 		delay := b.Step()
@@ -235,6 +236,16 @@ func (c *Conn) waitReady(ctx context.Context, logger klog.Logger) error {
 		// Make gRPC try the socket now rather than on its own schedule.
 		c.cc.ResetConnectBackoff()
 	}
+}
+
+// ended says whether ctx is done or its deadline has passed; gRPC may see the
+// deadline pass a moment before ctx's own timer cancels it.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // probe makes one Probe call. A response without "ready" means ready.

@@ -36,12 +36,15 @@ type Options struct {
 	// (VOLUME_ACCESSIBILITY_CONSTRAINTS), and the --strict-topology and
 	// --immediate-topology settings.
 	Topology, StrictTopology, ImmediateTopology bool
-	// Clone: whether the driver has CLONE_VOLUME.
-	Clone bool
+	// Clone and GetCapacity: whether the driver has CLONE_VOLUME and GET_CAPACITY.
+	Clone, GetCapacity bool
+	// Node, when set, is node-deployment mode.
+	Node *NodeDeployment
 	// Identity goes into every PV's volume attributes.
 	Identity string
 
 	Claims            corelisters.PersistentVolumeClaimLister
+	Classes           storagelisters.StorageClassLister
 	Nodes             corelisters.NodeLister
 	CSINodes          storagelisters.CSINodeLister
 	VolumeAttachments storagelisters.VolumeAttachmentLister
@@ -51,8 +54,9 @@ type Options struct {
 // DeletionGuard interfaces. It is small: the translation is in pure
 // functions, and the library saves the PVs it returns.
 type Provisioner struct {
-	o     Options
-	locks keyedMutex
+	o      Options
+	locks  keyedMutex
+	owners owners
 }
 
 var (
@@ -67,8 +71,18 @@ func New(o Options) (*Provisioner, error) {
 	if o.Client == nil || o.Driver == nil {
 		return nil, errors.New("provisioner: a client and a driver are required")
 	}
-	if o.Claims == nil || o.Nodes == nil || o.CSINodes == nil || o.VolumeAttachments == nil {
-		return nil, errors.New("provisioner: listers for claims, nodes, CSINodes and VolumeAttachments are required")
+	if o.Claims == nil || o.Classes == nil || o.Nodes == nil || o.CSINodes == nil || o.VolumeAttachments == nil {
+		return nil, errors.New("provisioner: listers for claims, classes, nodes, CSINodes and VolumeAttachments are required")
+	}
+	if o.Node != nil {
+		if o.Node.NodeName == "" {
+			return nil, errors.New("provisioner: node-deployment mode needs the node's name (NODE_NAME)")
+		}
+		if o.Node.BaseDelay <= 0 || o.Node.MaxDelay < o.Node.BaseDelay {
+			return nil, errors.New("provisioner: node-deployment delays must be positive, the maximum no smaller than the base")
+		}
+		// The volume must land on this node: ask only for its segment.
+		o.StrictTopology = true
 	}
 	if o.Request.VolumeNamePrefix == "" {
 		return nil, errors.New("provisioner: the volume name prefix is empty")
@@ -79,15 +93,25 @@ func New(o Options) (*Provisioner, error) {
 // SupportsBlock lets the driver decide: it refuses block volumes itself.
 func (p *Provisioner) SupportsBlock(context.Context) bool { return true }
 
-// ShouldProvision skips claims that are being deleted: the in-flight
-// reconciler owns those.
-func (p *Provisioner) ShouldProvision(_ context.Context, claim *v1.PersistentVolumeClaim) bool {
-	return claim.DeletionTimestamp == nil
+// ShouldProvision skips claims that are being deleted (the in-flight
+// reconciler owns those) and, in node-deployment mode, claims of other nodes.
+func (p *Provisioner) ShouldProvision(ctx context.Context, claim *v1.PersistentVolumeClaim) bool {
+	if claim.DeletionTimestamp != nil {
+		return false
+	}
+	if p.o.Node != nil {
+		return p.nodeShouldProvision(ctx, claim)
+	}
+	return true
 }
 
-// ShouldDelete takes only the PVs of this provisioner's driver.
+// ShouldDelete takes only the PVs of this provisioner's driver and, in
+// node-deployment mode, only those on its node.
 func (p *Provisioner) ShouldDelete(_ context.Context, pv *v1.PersistentVolume) bool {
-	return pv.Spec.CSI != nil && pv.Spec.CSI.Driver == p.o.Driver.DriverName()
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.o.Driver.DriverName() {
+		return false
+	}
+	return p.o.Node == nil || p.onOwnNode(pv)
 }
 
 // Provision makes a volume for a claim. Before CreateVolume it records on
