@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 	libmetrics "sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller/metrics"
 
+	"github.com/tether-csi/tether/pkg/capacity"
 	tcsi "github.com/tether-csi/tether/pkg/csi"
 	"github.com/tether-csi/tether/pkg/provisioner"
 	"github.com/tether-csi/tether/pkg/server"
@@ -41,21 +42,30 @@ type options struct {
 	workers                       uint
 	strictTopology, immediateTopo bool
 	httpEndpoint                  string
+	node                          provisioner.NodeDeployment
+	nodeDeployment                bool
+	capacity                      bool
+	capacityImmediate             bool
+	capacityPoll                  time.Duration
+	capacityOwnerLevel            int
 }
 
 func main() {
 	o := options{
 		// external-provisioner's 5 and 10 allow a few claims a second; a
 		// claim costs about five requests, so these allow hundreds.
-		kube:          server.KubeOptions{QPS: 1000, Burst: 2000},
-		leader:        server.DefaultLeaderOptions("", false),
-		csiAddress:    "/run/csi/socket",
-		timeout:       10 * time.Second,
-		request:       provisioner.RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1},
-		retryStart:    time.Second,
-		retryMax:      5 * time.Minute,
-		workers:       100,
-		immediateTopo: true,
+		kube:               server.KubeOptions{QPS: 1000, Burst: 2000},
+		leader:             server.DefaultLeaderOptions("", false),
+		csiAddress:         "/run/csi/socket",
+		timeout:            10 * time.Second,
+		request:            provisioner.RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1},
+		retryStart:         time.Second,
+		retryMax:           5 * time.Minute,
+		workers:            100,
+		immediateTopo:      true,
+		node:               provisioner.NodeDeployment{ImmediateBinding: true, BaseDelay: 20 * time.Second, MaxDelay: 60 * time.Second},
+		capacityPoll:       time.Minute,
+		capacityOwnerLevel: 1,
 	}
 	o.leader.RetryPeriod = 5 * time.Second // external-provisioner's default
 	fs := flag.NewFlagSet("provisioner", flag.ExitOnError)
@@ -78,6 +88,14 @@ func main() {
 	fs.BoolVar(&o.strictTopology, "strict-topology", false, "With a selected node, ask only for that node's topology segment.")
 	fs.BoolVar(&o.immediateTopo, "immediate-topology", o.immediateTopo, "For Immediate classes, pass every segment where the driver runs (true) or no topology (false).")
 	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve /metrics and /healthz on. Empty serves nothing.")
+	fs.BoolVar(&o.nodeDeployment, "node-deployment", false, "Run beside the driver on each node (node name from NODE_NAME): provision only claims whose selected node is this one, delete only volumes on it.")
+	fs.BoolVar(&o.node.ImmediateBinding, "node-deployment-immediate-binding", o.node.ImmediateBinding, "In node-deployment mode, compete for claims of Immediate classes.")
+	fs.DurationVar(&o.node.BaseDelay, "node-deployment-base-delay", o.node.BaseDelay, "In node-deployment mode, the first wait before trying to own an Immediate claim; it doubles with each attempt.")
+	fs.DurationVar(&o.node.MaxDelay, "node-deployment-max-delay", o.node.MaxDelay, "In node-deployment mode, the longest wait before trying to own an Immediate claim.")
+	fs.BoolVar(&o.capacity, "enable-capacity", false, "Publish CSIStorageCapacity objects from the driver's GetCapacity (namespace from NAMESPACE, owner from POD_NAME).")
+	fs.BoolVar(&o.capacityImmediate, "capacity-for-immediate-binding", false, "Also publish capacity for Immediate classes.")
+	fs.DurationVar(&o.capacityPoll, "capacity-poll-interval", o.capacityPoll, "How often capacity is asked for again.")
+	fs.IntVar(&o.capacityOwnerLevel, "capacity-ownerref-level", o.capacityOwnerLevel, "Owner of the capacity objects: 0 this pod, 1 its DaemonSet or ReplicaSet, 2 the Deployment; negative for none.")
 	_ = fs.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -131,13 +149,44 @@ func run(ctx context.Context, o options) error {
 	vaInf := factory.Storage().V1().VolumeAttachments()
 
 	host, _ := os.Hostname()
-	prov, err := provisioner.New(provisioner.Options{
+	popts := provisioner.Options{
 		Client: client, Driver: conn, Request: o.request,
 		Topology: caps.AccessibilityConstraints, StrictTopology: o.strictTopology, ImmediateTopology: o.immediateTopo,
-		Clone:    caps.Clone,
+		Clone: caps.Clone, GetCapacity: caps.GetCapacity,
 		Identity: fmt.Sprintf("%d-%s-%s", time.Now().UnixMilli(), uuid.NewString()[:8], driver),
-		Claims:   claimInf.Lister(), Nodes: nodeInf.Lister(), CSINodes: csiNodeInf.Lister(), VolumeAttachments: vaInf.Lister(),
-	})
+		Claims:   claimInf.Lister(), Classes: classInf.Lister(), Nodes: nodeInf.Lister(), CSINodes: csiNodeInf.Lister(),
+		VolumeAttachments: vaInf.Lister(),
+	}
+	managedBy := "tether-provisioner"
+	if o.nodeDeployment {
+		o.node.NodeName = os.Getenv("NODE_NAME")
+		popts.Node = &o.node
+		managedBy += "-" + o.node.NodeName
+	}
+	var publisher *capacity.Publisher
+	if o.capacity {
+		if !caps.GetCapacity {
+			return fmt.Errorf("--enable-capacity: the driver %s does not offer GET_CAPACITY", driver)
+		}
+		owner, err := capacityOwner(ctx, client, os.Getenv("NAMESPACE"), os.Getenv("POD_NAME"), o.capacityOwnerLevel)
+		if err != nil {
+			return err
+		}
+		publisher, err = capacity.New(capacity.Options{
+			Client: client, Driver: conn, Namespace: os.Getenv("NAMESPACE"), Owner: owner, ManagedBy: managedBy,
+			Segments: segmentsFunc(driver, popts.Node, csiNodeInf.Lister(), nodeInf.Lister()),
+			Classes:  classInf.Lister(), ImmediateBinding: o.capacityImmediate, PollInterval: o.capacityPoll,
+			DriverParams: func(params map[string]string) (map[string]string, error) {
+				p, err := provisioner.ParseClassParams(params)
+				return p.Driver, err
+			},
+		})
+		if err != nil {
+			return err
+		}
+		popts.Changed = publisher.Trigger
+	}
+	prov, err := provisioner.New(popts)
 	if err != nil {
 		return err
 	}
@@ -179,6 +228,12 @@ func run(ctx context.Context, o options) error {
 		}
 		go lib.Run(ctx) // it never returns; the process ends with ctx
 		go inflight.Run(ctx, 4)
+		if publisher != nil {
+			_, _ = classInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc: func(any) { publisher.Trigger() }, UpdateFunc: func(any, any) { publisher.Trigger() },
+				DeleteFunc: func(any) { publisher.Trigger() }})
+			go publisher.Run(ctx)
+		}
 		klog.FromContext(ctx).Info("Provisioner started", "driver", driver, "workers", o.workers)
 		<-ctx.Done()
 	})

@@ -42,6 +42,9 @@ type Options struct {
 	Node *NodeDeployment
 	// Identity goes into every PV's volume attributes.
 	Identity string
+	// Changed, if set, is called after a volume was created or deleted
+	// (the capacity publisher refreshes then).
+	Changed func()
 
 	Claims            corelisters.PersistentVolumeClaimLister
 	Classes           storagelisters.StorageClassLister
@@ -174,6 +177,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 		return nil, controller.ProvisioningFinished, err
 	}
 	logger.V(2).Info("Volume created", "volume", pv.Name, "handle", pv.Spec.CSI.VolumeHandle)
+	p.changed()
 	return pv, controller.ProvisioningFinished, nil
 }
 
@@ -323,5 +327,12 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 		return fmt.Errorf("DeleteVolume %s: %w", pv.Spec.CSI.VolumeHandle, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Volume deleted", "pv", klog.KObj(pv), "handle", pv.Spec.CSI.VolumeHandle)
+	p.changed()
 	return nil
+}
+
+func (p *Provisioner) changed() {
+	if p.o.Changed != nil {
+		p.o.Changed()
+	}
 }
