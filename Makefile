@@ -12,7 +12,7 @@ PKG ?= ./...
 GOTEST_FLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build tools test unit lint clean clean-tools
+.PHONY: help build tools test unit sanity lint clean clean-tools
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -23,12 +23,16 @@ build: ## build bin/binder and bin/provisioner
 tools: ## build the pinned tools that are missing (first time: about 10 minutes)
 	@hack/tools/build.sh "$(TOOLS_BIN)"
 
-test: tools ## run every test (unit and integration, on a real control plane)
+test: tools ## run every test (unit and integration, on a real control plane), then csi-sanity
 	@status=0; $(GO) test -timeout $(TEST_TIMEOUT) $(GOTEST_FLAGS) $(PKG) || status=$$?; \
+	  GO="$(GO)" hack/sanity.sh "$(TOOLS_BIN)" || status=1; \
 	  hack/reap.sh "$(TOOLS_BIN)" || status=1; exit $$status
 
 unit: ## unit tests only (no control plane)
-	$(GO) test -short $(GOTEST_FLAGS) ./pkg/... ./cmd/...
+	$(GO) test -short $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./examples/...
+
+sanity: tools ## csi-sanity against the example local driver and the csi-test mock driver (needs root)
+	GO="$(GO)" hack/sanity.sh "$(TOOLS_BIN)"
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -40,3 +44,18 @@ clean: ## remove build outputs (keeps the tools cache)
 
 clean-tools: ## remove the tools cache (the next `make tools` rebuilds it)
 	rm -rf "$(TOOLS_BIN)"
+
+# Binder comparison with kube-controller-manager: test/diff and test/bench.
+# `make test-diff DIFF_SCENARIOS=20 DIFF_SEED=7`; the bench reads BENCH_N,
+# BENCH_QPS, BENCH_KCM_MAX_N, BENCH_WORKERS, BENCH_BINDERS from the environment.
+DIFF_SCENARIOS ?= 200
+DIFF_SEED ?= 1
+
+.PHONY: test-diff bench-binder
+
+test-diff: tools ## differential test: our binder against KCM's on random scenarios (DIFF_SCENARIOS, DIFF_SEED)
+	DIFF_SCENARIOS=$(DIFF_SCENARIOS) DIFF_SEED=$(DIFF_SEED) \
+	  $(GO) test -count=1 -timeout 120m -run '^TestDifferential$$' -v ./test/diff/
+
+bench-binder: tools ## time our binder and KCM's binding N volumes to N claims (BENCH_N, BENCH_QPS)
+	TETHER_BENCH=1 $(GO) test -count=1 -timeout 180m -run '^TestBenchBinder$$' -v ./test/bench/

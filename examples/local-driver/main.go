@@ -1,0 +1,176 @@
+// Command local-driver is tether's example local CSI driver: volumes are
+// folders under --root on each node, bounded by --capacity, published by
+// bind mounts. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
+
+	"github.com/tether-csi/tether/examples/local-driver/driver"
+)
+
+func main() {
+	flags := flag.NewFlagSet("local-driver", flag.ExitOnError)
+	flags.Usage = func() {
+		fmt.Fprintf(flags.Output(), "Usage: local-driver [flags]\n\nServes a local CSI driver (identity, controller and node) on a unix socket.\n\nFlags:\n")
+		flags.PrintDefaults()
+	}
+	klog.InitFlags(flags)
+	hostname, _ := os.Hostname()
+	endpoint := flags.String("endpoint", os.Getenv("CSI_ENDPOINT"), "The unix socket to serve on: a path or a unix:// URL. Defaults to $CSI_ENDPOINT.")
+	second := flags.String("controller-endpoint", "", "A second socket serving the same services, for a sidecar in a shared emptyDir while kubelet uses --endpoint. Empty serves none.")
+	name := flags.String("driver-name", driver.DefaultName, "The CSI driver name.")
+	nodeID := flags.String("node-id", firstOf(os.Getenv("NODE_NAME"), hostname), "This node's ID, also the value of its topology segment. Defaults to $NODE_NAME, else the host name.")
+	root := flags.String("root", "/var/lib/tether-local", "The folder that holds the volumes.")
+	capacity := flags.String("capacity", "10Gi", "The capacity of all the volumes together, as a Kubernetes quantity.")
+	defaultSize := flags.String("default-volume-size", "1Gi", "The capacity of a volume whose request names no size.")
+	_ = flags.Parse(os.Args[1:])
+
+	if err := run([]string{*endpoint, *second}, *name, *nodeID, *root, *capacity, *defaultSize); err != nil {
+		klog.ErrorS(err, "local-driver failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func run(endpoints []string, name, nodeID, root, capacity, defaultSize string) error {
+	var paths []string
+	for i, e := range endpoints {
+		if i > 0 && e == "" {
+			continue
+		}
+		path, err := socketPath(e)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, path)
+	}
+	total, err := quantity("--capacity", capacity)
+	if err != nil {
+		return err
+	}
+	defSize, err := quantity("--default-volume-size", defaultSize)
+	if err != nil {
+		return err
+	}
+	if errs := validation.IsValidLabelValue(nodeID); nodeID == "" || len(errs) > 0 {
+		return fmt.Errorf("--node-id %q must be a non-empty label value (it is the topology segment's value): %s", nodeID, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsQualifiedName(driver.TopologyKey(name)); len(errs) > 0 {
+		return fmt.Errorf("--driver-name %q does not make a valid topology key: %s", name, strings.Join(errs, "; "))
+	}
+	d, err := driver.New(driver.Config{
+		Name:              name,
+		VendorVersion:     version(),
+		NodeID:            nodeID,
+		Root:              root,
+		Capacity:          total,
+		DefaultVolumeSize: defSize,
+	})
+	if err != nil {
+		return err
+	}
+
+	var listeners []net.Listener
+	for _, path := range paths {
+		// A socket left by a previous run would make Listen fail.
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing old socket: %w", err)
+		}
+		lis, err := net.Listen("unix", path)
+		if err != nil {
+			return err
+		}
+		listeners = append(listeners, lis)
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(driver.LogCalls))
+	d.Register(srv)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		klog.InfoS("Stopping")
+		t := time.AfterFunc(10*time.Second, srv.Stop)
+		srv.GracefulStop()
+		t.Stop()
+	}()
+	klog.InfoS("Serving", "endpoints", paths, "driver", name, "node", nodeID, "root", root, "capacity", total)
+	errs := make(chan error, len(listeners))
+	for _, lis := range listeners {
+		go func() { errs <- srv.Serve(lis) }()
+	}
+	err = <-errs
+	srv.Stop()
+	for _, path := range paths {
+		_ = os.Remove(path)
+	}
+	return err
+}
+
+// socketPath accepts "unix:///path", "unix:/path" or a plain path.
+func socketPath(endpoint string) (string, error) {
+	if endpoint == "" {
+		return "", errors.New("no --endpoint and no $CSI_ENDPOINT")
+	}
+	if rest, ok := strings.CutPrefix(endpoint, "unix://"); ok {
+		endpoint = rest
+	} else if rest, ok := strings.CutPrefix(endpoint, "unix:"); ok {
+		endpoint = rest
+	} else if strings.Contains(endpoint, "://") {
+		return "", fmt.Errorf("endpoint %q: only unix sockets are served", endpoint)
+	}
+	if endpoint == "" {
+		return "", errors.New("empty socket path")
+	}
+	return endpoint, nil
+}
+
+func quantity(flagName, s string) (int64, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", flagName, err)
+	}
+	if q.Sign() < 0 {
+		return 0, fmt.Errorf("%s: negative quantity %s", flagName, s)
+	}
+	v, ok := q.AsInt64()
+	if !ok {
+		return 0, fmt.Errorf("%s: %s is not a whole number of bytes that fits in 64 bits", flagName, s)
+	}
+	return v, nil
+}
+
+// version is the module version the binary was built from, if any.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func firstOf(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
