@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 )
 
 // FinalizerInFlight on a claim records durably that a backend volume may
@@ -41,9 +42,21 @@ func (p *Provisioner) forgetInFlight(ctx context.Context, claim *v1.PersistentVo
 	return removeFinalizer(ctx, p.o.Client, claim.Namespace, claim.Name, FinalizerInFlight)
 }
 
-// removeFinalizer removes one finalizer from a claim, retrying conflicts on
-// fresh reads. A claim that is gone needs nothing.
+// removeFinalizer removes one finalizer from a claim.
 func removeFinalizer(ctx context.Context, client kubernetes.Interface, namespace, name, finalizer string) error {
+	return updateClaim(ctx, client, namespace, name, func(c *v1.PersistentVolumeClaim) bool {
+		if !slices.Contains(c.Finalizers, finalizer) {
+			return false
+		}
+		c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == finalizer })
+		return true
+	})
+}
+
+// updateClaim applies change to a fresh copy of a claim and writes it if
+// change says so, retrying conflicts on fresh reads. A claim that is gone
+// needs nothing.
+func updateClaim(ctx context.Context, client kubernetes.Interface, namespace, name string, change func(*v1.PersistentVolumeClaim) bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		claim, err := client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -51,14 +64,30 @@ func removeFinalizer(ctx context.Context, client kubernetes.Interface, namespace
 		} else if err != nil {
 			return err
 		}
-		if !slices.Contains(claim.Finalizers, finalizer) {
+		if !change(claim) {
 			return nil
 		}
-		claim.Finalizers = slices.DeleteFunc(claim.Finalizers, func(f string) bool { return f == finalizer })
 		_, err = client.CoreV1().PersistentVolumeClaims(namespace).Update(ctx, claim, metav1.UpdateOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return err
+	})
+}
+
+// reschedule hands a claim back to the scheduler: it removes the selected
+// node (and the in-flight record: the driver made nothing). The library
+// would do the same from its cached claim, which our own writes have
+// usually made stale, so we do it from a fresh read.
+func (p *Provisioner) reschedule(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+	return updateClaim(ctx, p.o.Client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
+		if c.UID != claim.UID {
+			return false
+		}
+		_, selected := c.Annotations[storagehelpers.AnnSelectedNode]
+		delete(c.Annotations, storagehelpers.AnnSelectedNode)
+		had := slices.Contains(c.Finalizers, FinalizerInFlight)
+		c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == FinalizerInFlight })
+		return selected || had
 	})
 }

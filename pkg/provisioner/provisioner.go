@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 )
@@ -147,11 +148,16 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	}
 	resp, err := p.o.Driver.CreateVolume(ctx, prep.req)
 	if err != nil {
-		outcome := Classify(err, po.SelectedNode != nil)
-		logger.Info("CreateVolume failed", "volume", prep.req.Name, "outcome", outcome.String(), "err", err)
+		_, nodeSelected := claim.Annotations[storagehelpers.AnnSelectedNode]
+		outcome := Classify(err, nodeSelected)
+		logger.Info("CreateVolume failed", "volume", prep.req.Name, "outcome", outcome.String(), "nodeSelected", nodeSelected, "err", err)
 		if outcome != InBackground {
 			// The driver made nothing: no volume to keep track of.
-			if rerr := p.forgetInFlight(ctx, claim); rerr != nil {
+			forget := p.forgetInFlight
+			if outcome == Reschedule {
+				forget = p.reschedule
+			}
+			if rerr := forget(ctx, claim); rerr != nil {
 				logger.Error(rerr, "Removing the in-flight record")
 			}
 			p.releaseSource(ctx, claim, prep.sourceClaim)

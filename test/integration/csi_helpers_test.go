@@ -84,10 +84,16 @@ func (m *mockDriver) volumes(t *testing.T) []string {
 // startProvisioner runs our provisioner against a driver socket.
 func startProvisioner(t *testing.T, c *cluster.Cluster, name, socket string, extra ...string) *cluster.Process {
 	t.Helper()
+	return startProvisionerEnv(t, c, name, socket, nil, extra...)
+}
+
+// startProvisionerEnv is startProvisioner with extra environment.
+func startProvisionerEnv(t *testing.T, c *cluster.Cluster, name, socket string, env []string, extra ...string) *cluster.Process {
+	t.Helper()
 	path := cluster.BuildBinary(t, "./cmd/provisioner")
 	args := append([]string{"--kubeconfig=" + c.Kubeconfig, "--csi-address=" + socket, "--leader-election=false",
 		"--retry-interval-start=200ms", "--retry-interval-max=2s", "-v=4"}, extra...)
-	return c.Run(t, cluster.ProcessOptions{Name: "provisioner-" + name, Path: path, Args: args})
+	return c.Run(t, cluster.ProcessOptions{Name: "provisioner-" + name, Path: path, Args: args, Env: env})
 }
 
 func createCSIClass(t *testing.T, c *cluster.Cluster, name, driver string, policy string, mode storagev1.VolumeBindingMode) {

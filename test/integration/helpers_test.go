@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,8 +77,9 @@ func waitVolumePhase(t *testing.T, cs kubernetes.Interface, name string, phase c
 	return pv
 }
 
-// waitEvent waits for an event with this reason on the named object.
-func waitEvent(t *testing.T, cs kubernetes.Interface, namespace, name, reason string) corev1.Event {
+// waitEvent waits for an event with this reason on the named object, and
+// whose message contains every one of contains.
+func waitEvent(t *testing.T, cs kubernetes.Interface, namespace, name, reason string, contains ...string) corev1.Event {
 	t.Helper()
 	var found corev1.Event
 	eventually(t, "event "+reason+" on "+name, func(ctx context.Context) (bool, error) {
@@ -87,7 +89,7 @@ func waitEvent(t *testing.T, cs kubernetes.Interface, namespace, name, reason st
 			return false, nil
 		}
 		for _, e := range list.Items {
-			if e.Reason == reason {
+			if e.Reason == reason && containsAll(e.Message, contains) {
 				found = e
 				return true, nil
 			}
@@ -121,4 +123,13 @@ func deleteClaim(t *testing.T, cs kubernetes.Interface, name string) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }
