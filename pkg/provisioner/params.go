@@ -67,14 +67,22 @@ func ParseClassParams(params map[string]string) (ClassParams, error) {
 		known[k.nameKey()], known[k.namespaceKey()] = true, true
 	}
 	var errs []string
+	// The keys the provisioner reads, by their lower case: two spellings
+	// of one would make the result depend on map order.
+	spellings := map[string][]string{}
 	for key, value := range params {
 		lower := strings.ToLower(key)
 		switch {
 		case lower == keyDeprecatedFSType:
+			spellings[lower] = append(spellings[lower], key)
 			if out.FSType == "" {
 				out.FSType = value
 			}
+			// Not in the reserved namespace: the driver gets it too, as
+			// with external-provisioner.
+			out.Driver[key] = value
 		case strings.HasPrefix(lower, reservedPrefix):
+			spellings[lower] = append(spellings[lower], key)
 			if !known[lower] {
 				errs = append(errs, fmt.Sprintf("unknown parameter %q in the reserved namespace %s", key, reservedPrefix))
 			}
@@ -82,7 +90,16 @@ func ParseClassParams(params map[string]string) (ClassParams, error) {
 			out.Driver[key] = value
 		}
 	}
+	for _, keys := range spellings {
+		if len(keys) > 1 {
+			slices.Sort(keys)
+			errs = append(errs, fmt.Sprintf("parameters %q differ only in case", keys))
+		}
+	}
 	if v, ok := lookupFold(params, keyFSType); ok {
+		if _, both := lookupFold(params, keyDeprecatedFSType); both {
+			errs = append(errs, fmt.Sprintf("%s and the deprecated %s cannot both be set", keyFSType, keyDeprecatedFSType))
+		}
 		out.FSType = v
 	}
 	for _, k := range AllSecretKinds {
@@ -102,9 +119,11 @@ func ParseClassParams(params map[string]string) (ClassParams, error) {
 	return out, nil
 }
 
+// lookupFold finds a lower-case key case-insensitively, by the same rule
+// (strings.ToLower) that ParseClassParams sorts keys with.
 func lookupFold(m map[string]string, key string) (string, bool) {
 	for k, v := range m {
-		if strings.EqualFold(k, key) {
+		if strings.ToLower(k) == key {
 			return v, true
 		}
 	}

@@ -89,7 +89,7 @@ func BuildPV(resp *csi.CreateVolumeResponse, in PVInput) (*v1.PersistentVolume, 
 			AccessModes:                   slices.Clone(in.Claim.Spec.AccessModes),
 			PersistentVolumeReclaimPolicy: policy,
 			MountOptions:                  slices.Clone(in.MountOptions),
-			VolumeMode:                    in.Claim.Spec.VolumeMode,
+			VolumeMode:                    copyMode(in.Claim.Spec.VolumeMode),
 			NodeAffinity:                  affinity,
 			StorageClassName:              storagehelpers.GetPersistentVolumeClaimClass(in.Claim),
 			ClaimRef: &v1.ObjectReference{
@@ -132,4 +132,12 @@ func nodeAffinity(topology []*csi.Topology) (*v1.VolumeNodeAffinity, error) {
 		return nil, nil
 	}
 	return &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: terms}}, nil
+}
+
+func copyMode(m *v1.PersistentVolumeMode) *v1.PersistentVolumeMode {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	return &c
 }

@@ -3,6 +3,7 @@ package provisioner
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	v1 "k8s.io/api/core/v1"
@@ -10,14 +11,15 @@ import (
 )
 
 // VolumeName is the name of a claim's volume, in the CSI driver and as a PV:
-// prefix-<claim UID>, the UID cut to uuidLength characters when that is
-// positive (external-provisioner's --volume-name-uuid-length).
+// prefix-<claim UID>; with a positive uuidLength, the UID without dashes
+// cut to that length (external-provisioner's --volume-name-uuid-length).
 func VolumeName(prefix, claimUID string, uuidLength int) string {
-	id := claimUID
-	if uuidLength > 0 && uuidLength < len(id) {
-		id = id[:uuidLength]
+	if uuidLength <= 0 {
+		return prefix + "-" + claimUID
 	}
-	return prefix + "-" + id
+	// As external-provisioner: dashes go before the cut.
+	id := strings.ReplaceAll(claimUID, "-", "")
+	return prefix + "-" + id[:min(uuidLength, len(id))]
 }
 
 // RequestOptions are the provisioner-wide settings that shape a request.

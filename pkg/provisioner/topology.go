@@ -59,6 +59,11 @@ type TopologyInput struct {
 func Requirement(in TopologyInput) (*csi.TopologyRequirement, error) {
 	allowed := expandTerms(in.Allowed)
 	if in.Node != nil {
+		if len(in.Node) == 0 {
+			// As external-provisioner: the driver has not registered its
+			// topology on the node (yet); an empty segment is no requirement.
+			return nil, errors.New("the selected node has no topology segment: its CSINode lists no topology keys for the driver")
+		}
 		if len(allowed) > 0 && !slices.ContainsFunc(allowed, in.Node.within) {
 			return nil, errors.New("the selected node is outside the class's allowedTopologies")
 		}
