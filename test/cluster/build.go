@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 )
 
 var (
@@ -17,7 +16,7 @@ var (
 // BuildBinary builds a main package of this module (for example
 // "./cmd/binder") once per test binary and returns the path of the result.
 // Tests run our components as real processes with it.
-func BuildBinary(t testing.TB, pkg string) string {
+func BuildBinary(t T, pkg string) string {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -47,7 +46,7 @@ type Cluster struct {
 }
 
 // Start brings up a control plane, or fails the test. It is stopped by t.Cleanup.
-func Start(t testing.TB, opts Options) *Cluster {
+func Start(t T, opts Options) *Cluster {
 	t.Helper()
 	binDir, err := ToolsDir()
 	if err != nil {
@@ -111,7 +110,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 
 // StartControllerManager runs kube-controller-manager with the given
 // controllers, leader election off and no serving port.
-func (c *Cluster) StartControllerManager(t testing.TB, controllers []string, extraArgs ...string) *Process {
+func (c *Cluster) StartControllerManager(t T, controllers []string, extraArgs ...string) *Process {
 	t.Helper()
 	path, err := Tool("kube-controller-manager")
 	if err != nil {
@@ -136,7 +135,7 @@ func (c *Cluster) StartControllerManager(t testing.TB, controllers []string, ext
 }
 
 // StartScheduler runs kube-scheduler with leader election off.
-func (c *Cluster) StartScheduler(t testing.TB, extraArgs ...string) *Process {
+func (c *Cluster) StartScheduler(t T, extraArgs ...string) *Process {
 	t.Helper()
 	path, err := Tool("kube-scheduler")
 	if err != nil {
@@ -158,7 +157,7 @@ func (c *Cluster) StartScheduler(t testing.TB, extraArgs ...string) *Process {
 
 // Run starts any other binary (our own components, a CSI driver) with its
 // log in the cluster's folder.
-func (c *Cluster) Run(t testing.TB, opts ProcessOptions) *Process {
+func (c *Cluster) Run(t T, opts ProcessOptions) *Process {
 	t.Helper()
 	if opts.Dir == "" {
 		opts.Dir = c.Dir
@@ -173,7 +172,7 @@ func (c *Cluster) String() string {
 
 // saveArtifacts copies a failed test's logs and kubeconfig to
 // $TETHER_ARTIFACTS/<test> (default _artifacts/ in the repository).
-func saveArtifacts(t testing.TB, dir string) {
+func saveArtifacts(t T, dir string) {
 	if !t.Failed() {
 		return
 	}

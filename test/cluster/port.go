@@ -2,12 +2,11 @@ package cluster
 
 import (
 	"net"
-	"testing"
 )
 
 // FreeAddr returns a loopback host:port that was free a moment ago, for a
 // component that must be told its port.
-func FreeAddr(t testing.TB) string {
+func FreeAddr(t T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -41,7 +40,7 @@ type Process struct {
 }
 
 // StartProcess starts a process and registers its clean-up with t.
-func StartProcess(t testing.TB, opts ProcessOptions) *Process {
+func StartProcess(t T, opts ProcessOptions) *Process {
 	t.Helper()
 	p := &Process{opts: opts, LogPath: filepath.Join(opts.Dir, opts.Name+".log")}
 	if err := p.Start(); err != nil {

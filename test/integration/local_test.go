@@ -2,9 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,48 +14,19 @@ import (
 )
 
 const (
-	localDriver = "local.csi.tether.dev"
-	localKey    = "topology.local.csi.tether.dev/node"
+	localDriver = cluster.LocalDriver
+	localKey    = cluster.LocalKey
 )
-
-// localNode is one fake node with its own local driver and node-mode provisioner.
-type localNode struct {
-	name, socket string
-}
 
 // startLocalCluster runs kube-scheduler, two fake nodes, and on each a
 // local driver (10Gi) and a node-deployment provisioner publishing
 // capacity, plus our binder.
-func startLocalCluster(t *testing.T) (*cluster.Cluster, []localNode) {
+func startLocalCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	c := cluster.Start(t, cluster.Options{Scheduler: true, Controllers: protectionControllers})
-	cs := c.Client
-	yes := true
-	mustCreate(t, cs.StorageV1().CSIDrivers().Create, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: localDriver},
-		Spec: storagev1.CSIDriverSpec{StorageCapacity: &yes, AttachRequired: new(bool)}})
-	driverBin := cluster.BuildBinary(t, "./examples/local-driver")
-	var nodes []localNode
-	for i := 1; i <= 2; i++ {
-		name := fmt.Sprintf("node-%d", i)
-		if err := cluster.AddFakeNode(t.Context(), cs, cluster.FakeNode{Name: name, Labels: map[string]string{localKey: name},
-			Driver: localDriver, TopologyKeys: []string{localKey}}); err != nil {
-			t.Fatal(err)
-		}
-		dir, err := os.MkdirTemp("", "local")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		socket := filepath.Join(dir, "csi.sock")
-		c.Run(t, cluster.ProcessOptions{Name: "driver-" + name, Path: driverBin, Args: []string{
-			"--endpoint=" + socket, "--node-id=" + name, "--root=" + filepath.Join(dir, "root"), "--capacity=10Gi", "-v=4"}})
-		startProvisionerEnv(t, c, name, socket, []string{"NODE_NAME=" + name, "NAMESPACE=default"}, "--node-deployment", "--enable-capacity", "--capacity-ownerref-level=-1",
-			"--capacity-poll-interval=2s", "--node-deployment-base-delay=200ms", "--node-deployment-max-delay=1s")
-		nodes = append(nodes, localNode{name: name, socket: socket})
-	}
-	startBinder(t, c)
+	cluster.StartLocalStack(t, c, cluster.StackOptions{})
 	createCSIClass(t, c, "local", localDriver, "Delete", storagev1.VolumeBindingWaitForFirstConsumer)
-	return c, nodes
+	return c
 }
 
 func podWithClaim(name, claimName string) *corev1.Pod {
@@ -87,7 +55,7 @@ func capacityOf(ctx context.Context, cs kubernetes.Interface, node string) *reso
 }
 
 func TestLocalVolumes(t *testing.T) {
-	c, _ := startLocalCluster(t)
+	c := startLocalCluster(t)
 	cs := c.Client
 	pvcs, pods := cs.CoreV1().PersistentVolumeClaims("default"), cs.CoreV1().Pods("default")
 	for _, n := range []string{"node-1", "node-2"} {
