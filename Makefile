@@ -17,6 +17,9 @@ TEST_TIMEOUT ?= 30m
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
+demo: tools ## run tether on a local control plane and watch claims bind (DEMO_EXIT=1 to end by itself)
+	@$(GO) run ./hack/demo
+
 build: ## build bin/binder and bin/provisioner
 	$(GO) build -o bin/ ./cmd/...
 
