@@ -31,6 +31,12 @@ test: tools ## run every test (unit and integration, on a real control plane), t
 	  GO="$(GO)" hack/sanity.sh "$(TOOLS_BIN)" || status=1; \
 	  hack/reap.sh "$(TOOLS_BIN)" || status=1; exit $$status
 
+e2e: tools ## the local-cluster e2e: deploy/csi's RBAC, every example, failover (also part of make test)
+	$(GO) test -count=1 -timeout 20m -v ./test/e2e/
+
+e2e-kind: ## the same scenarios on a kind cluster with real pods (needs docker and kind: not on our machines)
+	hack/e2e-kind.sh
+
 unit: ## unit tests only (no control plane)
 	$(GO) test -short $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./examples/...
 

@@ -58,7 +58,8 @@ func Start(t T, opts Options) *Cluster {
 		}
 	}
 	dir := t.TempDir()
-	t.Cleanup(func() { saveArtifacts(t, dir) })
+	var c *Cluster
+	t.Cleanup(func() { saveArtifacts(t, dir, c) })
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    binDir,
 		ControlPlaneStartTimeout: 90 * time.Second,
@@ -86,7 +87,7 @@ func Start(t T, opts Options) *Cluster {
 	if err != nil {
 		t.Fatalf("admin kubeconfig: %v", err)
 	}
-	c := &Cluster{
+	c = &Cluster{
 		Config:     rest.CopyConfig(admin.Config()),
 		Kubeconfig: filepath.Join(dir, "admin.kubeconfig"),
 		Dir:        dir,
@@ -171,10 +172,14 @@ func (c *Cluster) String() string {
 }
 
 // saveArtifacts copies a failed test's logs and kubeconfig to
-// $TETHER_ARTIFACTS/<test> (default _artifacts/ in the repository).
-func saveArtifacts(t T, dir string) {
+// $TETHER_ARTIFACTS/<test> (default _artifacts/ in the repository), with a
+// dump of the storage objects and events.
+func saveArtifacts(t T, dir string, c *Cluster) {
 	if !t.Failed() {
 		return
+	}
+	if c != nil {
+		c.dump(dir)
 	}
 	root := os.Getenv("TETHER_ARTIFACTS")
 	if root == "" {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // FakeNode describes a Node with no kubelet behind it.
@@ -29,8 +30,7 @@ func AddFakeNode(ctx context.Context, client kubernetes.Interface, n FakeNode) e
 	for k, v := range n.Labels {
 		labels[k] = v
 	}
-	node, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels}}, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	room := corev1.ResourceList{
@@ -38,16 +38,34 @@ func AddFakeNode(ctx context.Context, client kubernetes.Interface, n FakeNode) e
 		corev1.ResourceMemory: resource.MustParse("256Gi"),
 		corev1.ResourcePods:   resource.MustParse("1000"),
 	}
-	node.Status.Capacity, node.Status.Allocatable = room, room
-	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
-		Reason: "FakeNode", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	if node, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+	// Controllers (ttl, ipam…) write to new nodes too: retry on conflicts.
+	nodes := client.CoreV1().Nodes()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := nodes.Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Status.Capacity, node.Status.Allocatable = room, room
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+			Reason: "FakeNode", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		_, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("node %s status: %w", n.Name, err)
 	}
-	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool {
-		return t.Key == "node.kubernetes.io/not-ready" || t.Key == "node.kubernetes.io/unreachable"
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := nodes.Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == "node.kubernetes.io/not-ready" || t.Key == "node.kubernetes.io/unreachable"
+		})
+		_, err = nodes.Update(ctx, node, metav1.UpdateOptions{})
+		return err
 	})
-	if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+	if err != nil {
 		return fmt.Errorf("node %s taints: %w", n.Name, err)
 	}
 	if n.Driver == "" {

@@ -1,0 +1,157 @@
+// Package e2e runs tether on a local cluster the way deploy/csi installs it:
+// kube-controller-manager with every default controller but its PV binder,
+// kube-scheduler, two fake nodes, and our components authenticating as the
+// ServiceAccounts of deploy/csi with exactly its RBAC.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/tether-csi/tether/test/cluster"
+)
+
+const namespace = "tether-system"
+
+// env is one e2e cluster with tether on it.
+type env struct {
+	c       *cluster.Cluster
+	stack   *cluster.Stack
+	kubectl string
+	root    string
+}
+
+// The controllers a real cluster runs, less the PV binder (ours replaces
+// it) and the node lifecycle controller (the fake nodes have no kubelet to
+// renew their leases).
+var kcmControllers = []string{"*", "-persistentvolume-binder-controller", "-node-lifecycle-controller"}
+
+func setUp(t *testing.T) *env {
+	t.Helper()
+	c := cluster.Start(t, cluster.Options{Scheduler: true, Controllers: kcmControllers})
+	kubectl, err := cluster.Tool("kubectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{c: c, kubectl: kubectl, root: root}
+
+	// The whole tree must be acceptable to the API server as it is. A
+	// server-side dry run cannot create the namespace its objects need, so
+	// that one goes first.
+	e.run(t, nil, "apply", "-f", filepath.Join(root, "deploy/csi/base/namespace.yaml"))
+	e.run(t, nil, "apply", "--dry-run=server", "-k", filepath.Join(root, "deploy/csi"))
+	e.run(t, nil, "apply", "--dry-run=server", "-k", filepath.Join(root, "deploy/csi/overlays/centralized"))
+	// For real: everything but the workloads, which need a kubelet to run.
+	manifests := e.run(t, nil, "kustomize", filepath.Join(root, "deploy/csi"))
+	e.run(t, withoutWorkloads(manifests), "apply", "-f", "-")
+
+	binderKC := e.serviceAccountKubeconfig(t, "tether-binder")
+	provKC := e.serviceAccountKubeconfig(t, "tether-provisioner")
+	e.stack = cluster.StartLocalStack(t, c, cluster.StackOptions{
+		BinderReplicas: 2, BinderKubeconfig: binderKC, ProvisionerKubeconfig: provKC, Namespace: namespace,
+	})
+	t.Cleanup(func() { e.checkNoForbidden(t) })
+	return e
+}
+
+// run runs kubectl as the admin and returns its output.
+func (e *env) run(t *testing.T, stdin []byte, args ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), e.kubectl, append([]string{"--kubeconfig=" + e.c.Kubeconfig}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errOut.String())
+	}
+	return out.Bytes()
+}
+
+// apply applies a file of examples/.
+func (e *env) apply(t *testing.T, example string) {
+	t.Helper()
+	e.run(t, nil, "apply", "-f", filepath.Join(e.root, "examples", example))
+}
+
+// withoutWorkloads drops the Deployments and DaemonSets from a YAML stream.
+func withoutWorkloads(manifests []byte) []byte {
+	var keep [][]byte
+	for _, doc := range bytes.Split(manifests, []byte("\n---\n")) {
+		if bytes.Contains(doc, []byte("\nkind: Deployment\n")) || bytes.Contains(doc, []byte("\nkind: DaemonSet\n")) {
+			continue
+		}
+		keep = append(keep, doc)
+	}
+	return bytes.Join(keep, []byte("\n---\n"))
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as a
+// ServiceAccount of deploy/csi, with a token from the TokenRequest API.
+func (e *env) serviceAccountKubeconfig(t *testing.T, sa string) string {
+	t.Helper()
+	var token string
+	// The ServiceAccount was just applied; wait until the server has it.
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		seconds := int64(3600)
+		tr, err := e.c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa,
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+		if err != nil {
+			return false, nil
+		}
+		token = tr.Status.Token
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("token for %s: %v", sa, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: e.c.Config.Host, CertificateAuthorityData: e.c.Config.CAData}
+	cfg.AuthInfos[sa] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts[sa] = &clientcmdapi.Context{Cluster: "local", AuthInfo: sa, Namespace: namespace}
+	cfg.CurrentContext = sa
+	path := filepath.Join(e.c.Dir, sa+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// checkNoForbidden fails the test when a component was refused anything:
+// the deployed RBAC must be enough.
+func (e *env) checkNoForbidden(t *testing.T) {
+	logs, _ := filepath.Glob(filepath.Join(e.c.Dir, "*.log"))
+	for _, l := range logs {
+		name := filepath.Base(l)
+		if !strings.HasPrefix(name, "binder") && !strings.HasPrefix(name, "provisioner") {
+			continue
+		}
+		data, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, "forbidden") || strings.Contains(line, "Forbidden") {
+				t.Errorf("%s was refused by RBAC: %s", name, line)
+				break
+			}
+		}
+	}
+}
