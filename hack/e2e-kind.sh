@@ -44,19 +44,11 @@ done
 echo ">> applying deploy/csi"
 work=$(mktemp -d)
 cp -r deploy "$work/"
-(cd "$work/deploy/csi" && kubectl kustomize . >/dev/null &&
-  cat >> kustomization.yaml <<IMG
-  - name: ghcr.io/tether-csi/binder
-    newName: tether-binder
-    newTag: $tag
-  - name: ghcr.io/tether-csi/provisioner
-    newName: tether-provisioner
-    newTag: $tag
-  - name: ghcr.io/tether-csi/local-driver
-    newName: tether-local-driver
-    newTag: $tag
-IMG
-)
+# Point the image settings at the images just loaded into kind.
+sed -i -e "s#newName: ghcr.io/tether-csi/binder#newName: tether-binder#" \
+       -e "s#newName: ghcr.io/tether-csi/provisioner#newName: tether-provisioner#" \
+       -e "s#newName: ghcr.io/tether-csi/local-driver#newName: tether-local-driver#" \
+       -e "/newName: tether-/{n;s#newTag: latest#newTag: $tag#}" "$work/deploy/csi/kustomization.yaml"
 kubectl apply -k "$work/deploy/csi"
 kubectl -n tether-system rollout status deploy/tether-binder --timeout=3m
 kubectl -n tether-system rollout status ds/tether-local --timeout=3m
