@@ -48,6 +48,7 @@ type options struct {
 	capacityImmediate             bool
 	capacityPoll                  time.Duration
 	capacityOwnerLevel            int
+	orphans                       provisioner.SweepOptions
 }
 
 func main() {
@@ -66,6 +67,7 @@ func main() {
 		node:               provisioner.NodeDeployment{ImmediateBinding: true, BaseDelay: 20 * time.Second, MaxDelay: 60 * time.Second},
 		capacityPoll:       time.Minute,
 		capacityOwnerLevel: 1,
+		orphans:            provisioner.SweepOptions{Policy: provisioner.OrphanReport, Interval: 10 * time.Minute, MinAge: time.Hour},
 	}
 	o.leader.RetryPeriod = 5 * time.Second // external-provisioner's default
 	fs := flag.NewFlagSet("provisioner", flag.ExitOnError)
@@ -96,6 +98,9 @@ func main() {
 	fs.BoolVar(&o.capacityImmediate, "capacity-for-immediate-binding", false, "Also publish capacity for Immediate classes.")
 	fs.DurationVar(&o.capacityPoll, "capacity-poll-interval", o.capacityPoll, "How often capacity is asked for again.")
 	fs.IntVar(&o.capacityOwnerLevel, "capacity-ownerref-level", o.capacityOwnerLevel, "Owner of the capacity objects: 0 this pod, 1 its DaemonSet or ReplicaSet, 2 the Deployment; negative for none.")
+	fs.StringVar((*string)(&o.orphans.Policy), "orphan-policy", string(o.orphans.Policy), "What the orphan sweep does with a backend volume that has our name prefix but no PV and no in-flight claim: report (a metric and an event) or delete.")
+	fs.DurationVar(&o.orphans.Interval, "orphan-sweep-interval", o.orphans.Interval, "How often the orphan sweep lists the driver's volumes (when it has LIST_VOLUMES); 0 turns it off.")
+	fs.DurationVar(&o.orphans.MinAge, "orphan-min-age", o.orphans.MinAge, "With --orphan-policy=delete, how long a volume must have been seen orphaned before it is deleted.")
 	_ = fs.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -194,6 +199,13 @@ func run(ctx context.Context, o options) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: driver + "_" + host})
+	var sweeper *provisioner.Sweeper
+	if caps.ListVolumes && o.orphans.Interval > 0 {
+		o.orphans.Registerer, o.orphans.Recorder = reg, recorder
+		if sweeper, err = prov.NewSweeper(o.orphans); err != nil {
+			return err
+		}
+	}
 	inflight, err := prov.NewInFlight(provisioner.InFlightOptions{
 		Claims: claimInf.Informer(), Volumes: volumeInf.Informer(), Classes: classInf.Lister(), Recorder: recorder,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax),
@@ -228,6 +240,9 @@ func run(ctx context.Context, o options) error {
 		}
 		go lib.Run(ctx) // it never returns; the process ends with ctx
 		go inflight.Run(ctx, 4)
+		if sweeper != nil {
+			go sweeper.Run(ctx)
+		}
 		if publisher != nil {
 			_, _ = classInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 				AddFunc: func(any) { publisher.Trigger() }, UpdateFunc: func(any, any) { publisher.Trigger() },
