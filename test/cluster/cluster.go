@@ -78,6 +78,7 @@ func Start(t T, opts Options) *Cluster {
 			t.Errorf("stop control plane: %v", err)
 		}
 	})
+	guardAgainstOrphans(t, env.ControlPlane.Etcd.DataDir, api.CertDir)
 
 	admin, err := env.AddUser(envtest.User{Name: "tether-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
