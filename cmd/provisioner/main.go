@@ -230,7 +230,14 @@ func run(ctx context.Context, o options) error {
 		controller.AddFinalizer(true),
 	)
 	if o.leader.Name == "" {
-		o.leader.Name = strings.Trim(nonName.ReplaceAllString(strings.ToLower(driver), "-"), "-")
+		// As external-provisioner: the lease is named after the driver; in
+		// node-deployment mode, after the driver and the node, so that the
+		// replicas on one node elect a leader among themselves.
+		lease := driver
+		if o.nodeDeployment {
+			lease += "-" + o.node.NodeName
+		}
+		o.leader.Name = strings.Trim(nonName.ReplaceAllString(strings.ToLower(lease), "-"), "-")
 	}
 	return server.RunElected(ctx, client, o.leader, health, func(ctx context.Context) {
 		factory.Start(ctx.Done())

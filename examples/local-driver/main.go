@@ -4,10 +4,13 @@
 package main
 
 import (
+	"math"
+
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"gopkg.in/inf.v0"
 	"io/fs"
 	"net"
 	"os"
@@ -40,9 +43,10 @@ func main() {
 	root := flags.String("root", "/var/lib/tether-local", "The folder that holds the volumes.")
 	capacity := flags.String("capacity", "10Gi", "The capacity of all the volumes together, as a Kubernetes quantity.")
 	defaultSize := flags.String("default-volume-size", "1Gi", "The capacity of a volume whose request names no size.")
+	slowCreate := flags.Duration("slow-create", 0, "Answer each CreateVolume this long after making the volume (a slow backend, for chaos tests).")
 	_ = flags.Parse(os.Args[1:])
 
-	if err := run([]string{*endpoint, *second}, *name, *nodeID, *root, *capacity, *defaultSize); err != nil {
+	if err := run([]string{*endpoint, *second}, *name, *nodeID, *root, *capacity, *defaultSize, *slowCreate); err != nil {
 		klog.ErrorS(err, "local-driver failed")
 		klog.Flush()
 		os.Exit(1)
@@ -50,7 +54,7 @@ func main() {
 	klog.Flush()
 }
 
-func run(endpoints []string, name, nodeID, root, capacity, defaultSize string) error {
+func run(endpoints []string, name, nodeID, root, capacity, defaultSize string, slowCreate time.Duration) error {
 	var paths []string
 	for i, e := range endpoints {
 		if i > 0 && e == "" {
@@ -83,6 +87,7 @@ func run(endpoints []string, name, nodeID, root, capacity, defaultSize string) e
 		Root:              root,
 		Capacity:          total,
 		DefaultVolumeSize: defSize,
+		SlowCreate:        slowCreate,
 	})
 	if err != nil {
 		return err
@@ -151,11 +156,13 @@ func quantity(flagName, s string) (int64, error) {
 	if q.Sign() < 0 {
 		return 0, fmt.Errorf("%s: negative quantity %s", flagName, s)
 	}
-	v, ok := q.AsInt64()
-	if !ok {
+	// AsInt64 refuses some representable values (100Ti), so check the
+	// exact decimal: a whole number no larger than the largest int64.
+	d := q.AsDec()
+	if d.Cmp(inf.NewDec(math.MaxInt64, 0)) > 0 || d.Cmp(new(inf.Dec).Round(d, 0, inf.RoundDown)) != 0 {
 		return 0, fmt.Errorf("%s: %s is not a whole number of bytes that fits in 64 bits", flagName, s)
 	}
-	return v, nil
+	return q.Value(), nil
 }
 
 // version is the module version the binary was built from, if any.

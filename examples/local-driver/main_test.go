@@ -19,7 +19,7 @@ func TestSocketPath(t *testing.T) {
 }
 
 func TestQuantity(t *testing.T) {
-	for in, want := range map[string]int64{"10Gi": 10 << 30, "1G": 1e9, "512Mi": 512 << 20, "0": 0, "-1Gi": -1, "abc": -1, "1.5": -1} {
+	for in, want := range map[string]int64{"10Gi": 10 << 30, "1G": 1e9, "512Mi": 512 << 20, "0": 0, "-1Gi": -1, "abc": -1, "1.5": -1, "100Ti": 100 << 40, "9Ei": -1} {
 		got, err := quantity("--capacity", in)
 		if (want < 0) != (err != nil) || (err == nil && got != want) {
 			t.Errorf("quantity(%q) = %d, %v; want %d", in, got, err, want)

@@ -22,22 +22,24 @@ type StackOptions struct {
 	Nodes int
 	// NodeCapacity is each node's local capacity (default 10Gi).
 	NodeCapacity string
-	// BinderReplicas is the number of binder processes (default 1); with
-	// more than one they elect a leader.
-	BinderReplicas int
+	// BinderReplicas is the number of binder processes (default 1), and
+	// ProvisionerReplicas the number of provisioners per node (default 1);
+	// with more than one they elect a leader.
+	BinderReplicas, ProvisionerReplicas int
 	// BinderKubeconfig and ProvisionerKubeconfig are the identities the
 	// components use (default: the admin's).
 	BinderKubeconfig, ProvisionerKubeconfig string
-	// BinderArgs and ProvisionerArgs are added to the defaults.
-	BinderArgs, ProvisionerArgs []string
+	// BinderArgs, ProvisionerArgs and DriverArgs are added to the defaults.
+	BinderArgs, ProvisionerArgs, DriverArgs []string
 	// Namespace is where provisioners publish capacity (default "default").
 	Namespace string
 }
 
 // StackNode is one fake node with its driver and provisioner.
 type StackNode struct {
-	Name, Socket, Root  string
-	Driver, Provisioner *Process
+	Name, Socket, Root string
+	Driver             *Process
+	Provisioners       []*Process
 }
 
 // Stack is tether running on a local control plane: on each fake node the
@@ -60,6 +62,9 @@ func StartLocalStack(t T, c *Cluster, o StackOptions) *Stack {
 	}
 	if o.BinderReplicas == 0 {
 		o.BinderReplicas = 1
+	}
+	if o.ProvisionerReplicas == 0 {
+		o.ProvisionerReplicas = 1
 	}
 	if o.BinderKubeconfig == "" {
 		o.BinderKubeconfig = c.Kubeconfig
@@ -93,26 +98,42 @@ func StartLocalStack(t T, c *Cluster, o StackOptions) *Stack {
 		}
 		t.Cleanup(func() { os.RemoveAll(dir) })
 		n := StackNode{Name: name, Socket: filepath.Join(dir, "csi.sock"), Root: filepath.Join(dir, "root")}
-		n.Driver = c.Run(t, ProcessOptions{Name: "driver-" + name, Path: driverBin, Args: []string{
-			"--endpoint=" + n.Socket, "--node-id=" + name, "--root=" + n.Root, "--capacity=" + o.NodeCapacity, "-v=4"}})
-		args := append([]string{"--kubeconfig=" + o.ProvisionerKubeconfig, "--csi-address=" + n.Socket,
-			"--node-deployment", "--enable-capacity", "--capacity-ownerref-level=-1", "--capacity-poll-interval=5s",
-			"--node-deployment-base-delay=200ms", "--node-deployment-max-delay=2s",
-			"--retry-interval-start=200ms", "--retry-interval-max=5s", "-v=4"}, o.ProvisionerArgs...)
-		n.Provisioner = c.Run(t, ProcessOptions{Name: "provisioner-" + name, Path: provBin, Args: args,
-			Env: []string{"NODE_NAME=" + name, "NAMESPACE=" + o.Namespace}})
+		driverArgs := append([]string{"--endpoint=" + n.Socket, "--node-id=" + name, "--root=" + n.Root,
+			"--capacity=" + o.NodeCapacity, "-v=5"}, o.DriverArgs...)
+		n.Driver = c.Run(t, ProcessOptions{Name: "driver-" + name, Path: driverBin, Args: driverArgs})
+		for r := range o.ProvisionerReplicas {
+			args := append([]string{"--kubeconfig=" + o.ProvisionerKubeconfig, "--csi-address=" + n.Socket,
+				"--node-deployment", "--enable-capacity", "--capacity-ownerref-level=-1", "--capacity-poll-interval=5s",
+				"--node-deployment-base-delay=200ms", "--node-deployment-max-delay=2s",
+				"--retry-interval-start=200ms", "--retry-interval-max=5s", "-v=4"}, leaderArgs(o.ProvisionerReplicas, "leader-election", o.Namespace)...)
+			args = append(args, o.ProvisionerArgs...)
+			n.Provisioners = append(n.Provisioners, c.Run(t, ProcessOptions{Name: fmt.Sprintf("provisioner-%s-%d", name, r),
+				Path: provBin, Args: args, Env: []string{"NODE_NAME=" + name, "NAMESPACE=" + o.Namespace}}))
+		}
 		s.Nodes = append(s.Nodes, n)
 	}
 	for i := range o.BinderReplicas {
-		args := []string{"--kubeconfig=" + o.BinderKubeconfig, "--resync-period=5s", "-v=4"}
-		if o.BinderReplicas == 1 {
-			args = append(args, "--leader-elect=false")
-		} else {
-			args = append(args, "--leader-elect-resource-namespace="+o.Namespace, "--leader-elect-lease-duration=4s",
-				"--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms")
+		args := append([]string{"--kubeconfig=" + o.BinderKubeconfig, "--resync-period=5s", "-v=4"},
+			leaderArgs(o.BinderReplicas, "leader-elect", o.Namespace)...)
+		if o.BinderReplicas > 1 {
+			args = append(args, "--leader-elect-resource-namespace="+o.Namespace)
 		}
 		args = append(args, o.BinderArgs...)
 		s.Binders = append(s.Binders, c.Run(t, ProcessOptions{Name: fmt.Sprintf("binder-%d", i), Path: binderBin, Args: args}))
 	}
 	return s
+}
+
+// leaderArgs turns leader election on, with short timings, for more than
+// one replica, and off for one. prefix is the flags' prefix.
+func leaderArgs(replicas int, prefix, namespace string) []string {
+	if replicas == 1 {
+		return []string{"--" + prefix + "=false"}
+	}
+	args := []string{"--" + prefix + "=true", "--" + prefix + "-lease-duration=4s",
+		"--" + prefix + "-renew-deadline=3s", "--" + prefix + "-retry-period=500ms"}
+	if prefix == "leader-election" {
+		args = append(args, "--leader-election-namespace="+namespace)
+	}
+	return args
 }

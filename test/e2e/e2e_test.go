@@ -293,4 +293,3 @@ func pod(name, claim string) *corev1.Pod {
 }
 
 func ptr[T any](v T) *T { return &v }
-

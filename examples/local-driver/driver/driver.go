@@ -40,6 +40,9 @@ type Config struct {
 	// DefaultVolumeSize is used when a request has no required size; zero
 	// means the package's DefaultVolumeSize.
 	DefaultVolumeSize int64
+	// SlowCreate delays each CreateVolume answer after the volume is made,
+	// to widen the window in which a provisioner can die (chaos tests).
+	SlowCreate time.Duration
 }
 
 // Driver is the local driver of one node.

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"os"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -58,7 +59,16 @@ func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 		return nil, err
 	}
 	defer unlock()
-	return s.d.createVolume(req)
+	resp, err := s.d.createVolume(req)
+	if err == nil && s.d.cfg.SlowCreate > 0 {
+		// A slow backend, for chaos tests: the volume exists, the answer is late.
+		select {
+		case <-time.After(s.d.cfg.SlowCreate):
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	return resp, err
 }
 
 func (s *controllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
