@@ -157,9 +157,10 @@ func quantity(flagName, s string) (int64, error) {
 		return 0, fmt.Errorf("%s: negative quantity %s", flagName, s)
 	}
 	// AsInt64 refuses some representable values (100Ti), so check the
-	// exact decimal: a whole number no larger than the largest int64.
+	// exact decimal: a whole number below the largest int64 (parsing clamps
+	// larger values to it).
 	d := q.AsDec()
-	if d.Cmp(inf.NewDec(math.MaxInt64, 0)) > 0 || d.Cmp(new(inf.Dec).Round(d, 0, inf.RoundDown)) != 0 {
+	if d.Cmp(inf.NewDec(math.MaxInt64, 0)) >= 0 || d.Cmp(new(inf.Dec).Round(d, 0, inf.RoundDown)) != 0 {
 		return 0, fmt.Errorf("%s: %s is not a whole number of bytes that fits in 64 bits", flagName, s)
 	}
 	return q.Value(), nil
