@@ -37,6 +37,13 @@ e2e: tools ## the local-cluster e2e: deploy/csi's RBAC, every example, failover 
 e2e-kind: ## the same scenarios on a kind cluster with real pods (needs docker and kind: not on our machines)
 	hack/e2e-kind.sh
 
+CHAOS_CLAIMS ?= 1000
+CHAOS_SEED ?= 1
+CHAOS_DURATION ?= 3m
+chaos: tools ## the chaos run: CHAOS_CLAIMS claims under kills and deletes (make test runs 40)
+	CHAOS_CLAIMS=$(CHAOS_CLAIMS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_DURATION=$(CHAOS_DURATION) \
+	  $(GO) test -count=1 -timeout 60m -v -run '^TestChaos$$' ./test/chaos/
+
 unit: ## unit tests only (no control plane)
 	$(GO) test -short $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./examples/...
 
