@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,6 +112,9 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 	if claim.DeletionTimestamp == nil {
 		return nil // still being provisioned: the library retries it
 	}
+	if !p.ownsVolumeOf(claim) {
+		return nil // the volume is on another node: that node's provisioner cleans it up
+	}
 	if err := r.deleteUnsaved(ctx, claim, name); err != nil {
 		r.o.Recorder.Event(claim, v1.EventTypeWarning, "ProvisioningCleanupFailed",
 			fmt.Sprintf("the claim was deleted before its volume %s was saved, and the volume cannot be confirmed deleted yet: %v", name, err))
@@ -157,7 +162,7 @@ func (r *InFlight) deleteUnsaved(ctx context.Context, claim *v1.PersistentVolume
 	}
 	resp, err := r.p.o.Driver.CreateVolume(ctx, prep.req)
 	if err != nil {
-		if Classify(err, false) == Final {
+		if volumeAbsent(err) {
 			klog.FromContext(ctx).Info("The driver has no volume for the deleted claim", "volume", name, "err", err)
 			return nil
 		}
@@ -165,4 +170,20 @@ func (r *InFlight) deleteUnsaved(ctx context.Context, claim *v1.PersistentVolume
 	}
 	_, err = r.p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.GetVolume().GetVolumeId(), Secrets: prep.req.Secrets})
 	return err
+}
+
+// ownsVolumeOf reports whether this provisioner's driver holds a claim's
+// in-flight volume: always, except in node-deployment mode, where only the
+// provisioner of the claim's selected node does. (Found by the chaos run:
+// another node's driver answered "not here", which was taken for "no
+// volume", and the volume on the right node leaked.)
+func (p *Provisioner) ownsVolumeOf(claim *v1.PersistentVolumeClaim) bool {
+	return p.o.Node == nil || claim.Annotations[storagehelpers.AnnSelectedNode] == p.o.Node.NodeName
+}
+
+// volumeAbsent reports whether a repeated CreateVolume's error proves that
+// no volume of that name exists: a final error does, except AlreadyExists,
+// which says that one does (with other parameters).
+func volumeAbsent(err error) bool {
+	return Classify(err, false) == Final && status.Code(err) != codes.AlreadyExists
 }
