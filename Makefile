@@ -12,7 +12,7 @@ PKG ?= ./...
 GOTEST_FLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build tools test unit sanity lint clean clean-tools
+.PHONY: help build tools test unit sanity lint clean clean-tools fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -44,8 +44,25 @@ chaos: tools ## the chaos run: CHAOS_CLAIMS claims under kills and deletes (make
 	CHAOS_CLAIMS=$(CHAOS_CLAIMS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_DURATION=$(CHAOS_DURATION) \
 	  $(GO) test -count=1 -timeout 60m -v -run '^TestChaos$$' ./test/chaos/
 
+bench-provisioner: tools ## tether binder+provisioner against KCM+external-provisioner v6.3.0: 1000 Immediate claims (BENCH_N, BENCH_QPS)
+	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -v -run '^TestBenchProvisioner$$' ./test/benchprov/
+
+bench-wffc: tools ## 200 pods with WaitForFirstConsumer claims through kube-scheduler, tether against KCM+EP (BENCH_N, BENCH_QPS)
+	TETHER_BENCH=1 $(GO) test -count=1 -timeout 60m -v -run '^TestBenchWFFC$$' ./test/benchprov/
+
 unit: ## unit tests only (no control plane)
 	$(GO) test -short $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./examples/...
+
+# Every Fuzz function in the repository's test files, each for FUZZTIME.
+FUZZTIME ?= 30s
+
+fuzz: ## run every fuzz target for FUZZTIME each (default 30s); `make test` runs their seed corpora
+	@set -e; for file in $$(git ls-files -co --exclude-standard '*_test.go' | xargs grep -l '^func Fuzz'); do \
+	  for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
+	    echo "== $$target ($$(dirname $$file)), $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "./$$(dirname $$file)"; \
+	  done; \
+	done
 
 sanity: tools ## csi-sanity against the example local driver and the csi-test mock driver (needs root)
 	GO="$(GO)" hack/sanity.sh "$(TOOLS_BIN)"

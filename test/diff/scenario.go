@@ -90,8 +90,8 @@ var (
 	fs    = corev1.PersistentVolumeFilesystem
 	block = corev1.PersistentVolumeBlock
 	// nil means "left to the API server's default", which is Filesystem.
-	pvVolumeModes    = []weighted[*corev1.PersistentVolumeMode]{{4, nil}, {4, &fs}, {2, &block}}
-	claimVolumeModes = []weighted[*corev1.PersistentVolumeMode]{{5, nil}, {4, &fs}, {2, &block}}
+	pvVolumeModes    = []weighted[*corev1.PersistentVolumeMode]{{5, nil}, {4, &fs}, {1, &block}}
+	claimVolumeModes = []weighted[*corev1.PersistentVolumeMode]{{6, nil}, {4, &fs}, {1, &block}}
 
 	labelKeys   = []string{"tier", "zone"}
 	labelValues = map[string][]string{"tier": {"gold", "silver"}, "zone": {"a", "b"}}
@@ -131,7 +131,7 @@ func Generate(seed int64) *Scenario {
 	// Classes: one to three, all static (no provisioner runs). Sometimes the
 	// last one waits for a consumer, so neither binder may bind its claims
 	// (except pre-bound ones); sometimes one Immediate class is the default.
-	nClasses := 1 + r.IntN(3)
+	nClasses := pick(r, []weighted[int]{{4, 1}, {4, 2}, {2, 3}})
 	wffc := chance(r, 25)
 	for i := range nClasses {
 		mode := storagev1.VolumeBindingImmediate
@@ -223,6 +223,11 @@ func generateClaim(r *rand.Rand, s *Scenario, i int, classNames []weighted[strin
 	if chance(r, 25) {
 		claim.Spec.Selector = randomSelector(r)
 	}
+	if chance(r, 50) {
+		// Half the claims are aimed at a volume, so that most claims have
+		// candidates and compete for them.
+		aim(r, s, claim, s.PVs[r.IntN(len(s.PVs))])
+	}
 	if chance(r, 12) {
 		if chance(r, 20) {
 			claim.Spec.VolumeName = s.Prefix + "pv-missing"
@@ -231,6 +236,38 @@ func generateClaim(r *rand.Rand, s *Scenario, i int, classNames []weighted[strin
 		}
 	}
 	return claim
+}
+
+// aim makes a claim that the volume fits: same class (or nil for the class a
+// nil class stands for), a request up to its size, some of its access modes,
+// its volume mode, and a selector that its labels match, if any.
+func aim(r *rand.Rand, s *Scenario, claim *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) {
+	class := pv.Spec.StorageClassName
+	claim.Spec.StorageClassName = &class
+	if class == s.DefaultClass() && chance(r, 50) {
+		claim.Spec.StorageClassName = nil
+	}
+	size := pv.Spec.Capacity[corev1.ResourceStorage]
+	var fit []string
+	for _, text := range claimSizes {
+		if q := resource.MustParse(text); q.Cmp(size) <= 0 {
+			fit = append(fit, text)
+		}
+	}
+	claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(oneOf(r, fit))
+	claim.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{oneOf(r, pv.Spec.AccessModes)}
+	claim.Spec.VolumeMode = clonePtr(pv.Spec.VolumeMode)
+	if claim.Spec.VolumeMode == nil && chance(r, 50) {
+		claim.Spec.VolumeMode = &fs
+	}
+	claim.Spec.Selector = nil
+	if len(pv.Labels) > 0 && chance(r, 30) {
+		key := labelKeys[0]
+		if _, ok := pv.Labels[key]; !ok {
+			key = labelKeys[1]
+		}
+		claim.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{key: pv.Labels[key]}}
+	}
 }
 
 func claimName(i int) string { return fmt.Sprintf("claim-%d", i) }

@@ -1,0 +1,365 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/tether-csi/tether/test/cluster"
+)
+
+// Knobs:
+//
+//	TETHER_BENCH=1     run the bench (otherwise the test skips itself)
+//	BENCH_N            sizes, comma-separated (default 1000,10000)
+//	BENCH_QPS          the binders' --kube-api-qps (default 2000; burst twice that)
+//	BENCH_KCM_MAX_N    skip KCM above this size (default 10000)
+//	BENCH_WORKERS      our binder's --workers (default: its own default)
+//	BENCH_TIMEOUT      the longest wait for one run to bind everything (default 30m)
+//	BENCH_BINDERS      which binders, in order (default tether,kcm)
+type benchConfig struct {
+	binders    []string
+	sizes      []int
+	qps, burst int
+	kcmMaxN    int
+	workers    string
+	timeout    time.Duration
+}
+
+const (
+	namespace   = "bench"
+	className   = "bench"
+	createConns = 64 // goroutines that create objects
+)
+
+func loadConfig(t *testing.T) benchConfig {
+	t.Helper()
+	env := func(name, def string) string {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	atoi := func(name, def string) int {
+		n, err := strconv.Atoi(env(name, def))
+		if err != nil || n <= 0 {
+			t.Fatalf("%s=%q: want a positive integer", name, env(name, def))
+		}
+		return n
+	}
+	sizes, err := ParseSizes(env("BENCH_N", "1000,10000"))
+	if err != nil {
+		t.Fatalf("BENCH_N: %v", err)
+	}
+	timeout, err := time.ParseDuration(env("BENCH_TIMEOUT", "30m"))
+	if err != nil {
+		t.Fatalf("BENCH_TIMEOUT: %v", err)
+	}
+	qps := atoi("BENCH_QPS", "2000")
+	binders := strings.Split(env("BENCH_BINDERS", "tether,kcm"), ",")
+	for _, b := range binders {
+		if b != "tether" && b != "kcm" {
+			t.Fatalf("BENCH_BINDERS: unknown binder %q (want tether or kcm)", b)
+		}
+	}
+	return benchConfig{
+		binders: binders,
+		sizes:   sizes,
+		qps:     qps,
+		burst:   2 * qps,
+		kcmMaxN: atoi("BENCH_KCM_MAX_N", "10000"),
+		workers: os.Getenv("BENCH_WORKERS"),
+		timeout: timeout,
+	}
+}
+
+// TestBenchBinder runs, for each size, our binder and then KCM's, each on its
+// own fresh control plane, and prints a table.
+func TestBenchBinder(t *testing.T) {
+	if os.Getenv("TETHER_BENCH") == "" {
+		t.Skip("set TETHER_BENCH=1 to run the binder bench (make bench-binder)")
+	}
+	cfg := loadConfig(t)
+	var results []Result
+	for _, n := range cfg.sizes {
+		for _, binder := range cfg.binders {
+			if binder == "kcm" && n > cfg.kcmMaxN {
+				results = append(results, Result{N: n, Binder: binder, Skipped: fmt.Sprintf("N > BENCH_KCM_MAX_N=%d", cfg.kcmMaxN)})
+				continue
+			}
+			r := Result{N: n, Binder: binder, Skipped: "failed, see the log above"}
+			t.Run(fmt.Sprintf("%s-%d", binder, n), func(t *testing.T) {
+				r = runOnce(t, cfg, binder, n)
+			})
+			results = append(results, r)
+		}
+	}
+	table := Table(results, cfg.qps, cfg.burst)
+	t.Log("\n" + table)
+	fmt.Print(table)
+}
+
+func runOnce(t *testing.T, cfg benchConfig, binder string, n int) Result {
+	c := cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
+		"max-requests-inflight":          {"2000"},
+		"max-mutating-requests-inflight": {"1000"},
+	}})
+	ctx := t.Context()
+	fast := rest.CopyConfig(c.Config)
+	fast.QPS, fast.Burst = 20000, 40000
+	admin := kubernetes.NewForConfigOrDie(fast)
+
+	setupStart := time.Now()
+	if err := populate(ctx, admin, n); err != nil {
+		t.Fatalf("create %d volumes and claims: %v", n, err)
+	}
+	t.Logf("%s N=%d: created %d volumes (set Available) and %d claims in %s",
+		binder, n, n, n, time.Since(setupStart).Round(time.Millisecond))
+
+	// Watch claims before the binder starts.
+	var (
+		mu      sync.Mutex
+		boundAt = make(map[string]time.Time, n)
+	)
+	record := func(obj any) {
+		pvc, ok := obj.(*corev1.PersistentVolumeClaim)
+		if !ok || pvc.Status.Phase != corev1.ClaimBound {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		if _, seen := boundAt[pvc.Name]; !seen {
+			boundAt[pvc.Name] = now
+		}
+		mu.Unlock()
+	}
+	bound := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(boundAt)
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	factory := informers.NewSharedInformerFactoryWithOptions(admin, 0, informers.WithNamespace(namespace))
+	informer := factory.Core().V1().PersistentVolumeClaims().Informer()
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    record,
+		UpdateFunc: func(_, obj any) { record(obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(watchCtx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("claim informer did not sync")
+	}
+	if got := bound(); got != 0 {
+		t.Fatalf("%d claims Bound before any binder runs", got)
+	}
+
+	start := time.Now()
+	proc := startBinder(t, c, cfg, binder)
+	var peak atomic.Int64
+	sampleRSS := func() {
+		if v, err := readVmHWM(proc.Pid()); err == nil && v > peak.Load() {
+			peak.Store(v)
+		}
+	}
+	rssDone := make(chan struct{})
+	go func() {
+		// VmHWM is the kernel's own high-water mark; sampling it only
+		// guards against reading it after the process is gone.
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-rssDone:
+				return
+			case <-tick.C:
+				sampleRSS()
+			}
+		}
+	}()
+
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, cfg.timeout, true, func(context.Context) (bool, error) {
+		if !proc.Running() {
+			return false, errors.New("the binder exited")
+		}
+		return bound() == n, nil
+	})
+	sampleRSS()
+	close(rssDone)
+	if err != nil {
+		t.Fatalf("%s N=%d: %d of %d claims Bound after %s: %v\n--- last lines of %s ---\n%s", binder, n, bound(), n,
+			time.Since(start).Round(time.Second), err, proc.LogPath, cluster.Tail(proc.LogPath, 30))
+	}
+	if err := checkVolumes(ctx, admin, n); err != nil {
+		t.Errorf("%s N=%d: %v", binder, n, err)
+	}
+
+	mu.Lock()
+	latencies := make([]time.Duration, 0, n)
+	for _, at := range boundAt {
+		latencies = append(latencies, at.Sub(start))
+	}
+	mu.Unlock()
+	r := Result{
+		N: n, Binder: binder,
+		First: Percentile(latencies, 0), Total: Percentile(latencies, 100),
+		P50: Percentile(latencies, 50), P99: Percentile(latencies, 99),
+		PeakRSS: peak.Load(),
+	}
+	t.Logf("%s N=%d: all Bound in %s (%.1f claims/s), p50 %s, p99 %s, peak RSS %s", binder, n,
+		seconds(r.Total), r.ClaimsPerSecond(), seconds(r.P50), seconds(r.P99), mib(r.PeakRSS))
+	return r
+}
+
+func startBinder(t *testing.T, c *cluster.Cluster, cfg benchConfig, binder string) *cluster.Process {
+	qps := fmt.Sprintf("--kube-api-qps=%d", cfg.qps)
+	burst := fmt.Sprintf("--kube-api-burst=%d", cfg.burst)
+	if binder == "kcm" {
+		// KCM keeps its default --pvclaimbinder-sync-period (15s).
+		return c.StartControllerManager(t, []string{"persistentvolume-binder-controller"}, qps, burst)
+	}
+	args := []string{"--kubeconfig=" + c.Kubeconfig, "--leader-elect=false", qps, burst, "-v=2"}
+	if cfg.workers != "" {
+		args = append(args, "--workers="+cfg.workers)
+	}
+	return c.Run(t, cluster.ProcessOptions{Name: "binder", Path: cluster.BuildBinary(t, "./cmd/binder"), Args: args})
+}
+
+// populate creates the class, the namespace, n Available volumes and n
+// claims, with many connections at once. The volumes are set Available as a
+// volume that has existed for a while is: the bench times binding, not a
+// binder's first pass over new volumes.
+func populate(ctx context.Context, cs kubernetes.Interface, n int) error {
+	mode := storagev1.VolumeBindingImmediate
+	class := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: className},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		VolumeBindingMode: &mode,
+	}
+	if _, err := cs.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	size := resource.MustParse("1Gi")
+	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	err := parallel(ctx, n, func(i int) error {
+		name := fmt.Sprintf("pv-%05d", i)
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PersistentVolumeSpec{
+				StorageClassName:              className,
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
+				AccessModes:                   modes,
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{
+					HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/tether-bench/" + name},
+				},
+			},
+		}
+		created, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		created.Status.Phase = corev1.VolumeAvailable
+		_, err = cs.CoreV1().PersistentVolumes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	claimClass := className
+	return parallel(ctx, n, func(i int) error {
+		claim := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("claim-%05d", i), Namespace: namespace},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				StorageClassName: &claimClass,
+				AccessModes:      modes,
+				Resources: corev1.VolumeResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceStorage: size},
+				},
+			},
+		}
+		_, err := cs.CoreV1().PersistentVolumeClaims(namespace).Create(ctx, claim, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// parallel runs fn(0..n-1) on createConns goroutines and returns the first
+// error.
+func parallel(ctx context.Context, n int, fn func(i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for range min(createConns, n) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil && !apierrors.IsAlreadyExists(err) {
+					cancel(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// checkVolumes verifies that every volume is Bound to a distinct claim.
+func checkVolumes(ctx context.Context, cs kubernetes.Interface, n int) error {
+	pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	claims := map[string]bool{}
+	for _, pv := range pvs.Items {
+		if pv.Spec.ClaimRef == nil || pv.Status.Phase != corev1.VolumeBound {
+			continue
+		}
+		if claims[pv.Spec.ClaimRef.Name] {
+			return fmt.Errorf("claim %s holds two volumes", pv.Spec.ClaimRef.Name)
+		}
+		claims[pv.Spec.ClaimRef.Name] = true
+	}
+	if len(claims) != n {
+		return fmt.Errorf("%d of %d volumes are Bound to a claim", len(claims), n)
+	}
+	return nil
+}
+
+func readVmHWM(pid int) (int64, error) {
+	if pid == 0 {
+		return 0, errors.New("no process")
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	return ParseVmHWM(string(status))
+}

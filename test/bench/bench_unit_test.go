@@ -1,0 +1,95 @@
+package bench
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseSizes(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []int
+		wantErr bool
+	}{
+		{"1000,10000", []int{1000, 10000}, false},
+		{" 5 , 7,", []int{5, 7}, false},
+		{"", nil, true},
+		{"10,x", nil, true},
+		{"0", nil, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseSizes(tt.in)
+		if (err != nil) != tt.wantErr || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("ParseSizes(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var d []time.Duration
+		for _, x := range v {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = 100 - i // 100..1, unsorted
+	}
+	tests := []struct {
+		in   []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{nil, 50, 0},
+		{ms(7), 99, 7 * time.Millisecond},
+		{ms(3, 1, 2), 50, 2 * time.Millisecond},
+		{ms(hundred...), 50, 50 * time.Millisecond},
+		{ms(hundred...), 99, 99 * time.Millisecond},
+		{ms(hundred...), 100, 100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		if got := Percentile(tt.in, tt.p); got != tt.want {
+			t.Errorf("Percentile(%v, %v) = %v, want %v", tt.in, tt.p, got, tt.want)
+		}
+	}
+	in := ms(3, 1, 2)
+	Percentile(in, 50)
+	if !reflect.DeepEqual(in, ms(3, 1, 2)) {
+		t.Error("Percentile sorted its input")
+	}
+}
+
+func TestParseVmHWM(t *testing.T) {
+	status := "Name:\tbinder\nVmPeak:\t  812345 kB\nVmHWM:\t   40960 kB\nVmRSS:\t   30000 kB\n"
+	if got, err := ParseVmHWM(status); err != nil || got != 40960*1024 {
+		t.Errorf("ParseVmHWM = %d, %v; want %d", got, err, 40960*1024)
+	}
+	for _, bad := range []string{"Name:\tx\n", "VmHWM:\t12 MB\n", "VmHWM:\tlots kB\n"} {
+		if _, err := ParseVmHWM(bad); err == nil {
+			t.Errorf("ParseVmHWM(%q) did not fail", bad)
+		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	results := []Result{
+		{N: 1000, Binder: "tether", First: time.Second, Total: 2 * time.Second, P50: time.Second, P99: 2 * time.Second, PeakRSS: 40 << 20},
+		{N: 1000, Binder: "kcm", First: time.Second, Total: 8 * time.Second, P50: 4 * time.Second, P99: 8 * time.Second, PeakRSS: 80 << 20},
+		{N: 10000, Binder: "kcm", Skipped: "N > BENCH_KCM_MAX_N"},
+	}
+	got := Table(results, 2000, 4000)
+	for _, want := range []string{
+		"QPS 2000, burst 4000",
+		"   1000  tether             1.00s       2.00s      500.0     1.00s     2.00s   40.0 MiB",
+		"   1000  tether/kcm         1.00x       0.25x      4.00x     0.25x     0.25x      0.50x",
+		"  10000  kcm          skipped: N > BENCH_KCM_MAX_N",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table misses %q:\n%s", want, got)
+		}
+	}
+}

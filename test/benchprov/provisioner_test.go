@@ -1,0 +1,281 @@
+// Package benchprov measures dynamic provisioning end to end: tether's
+// binder and provisioner against kube-controller-manager's binder and the
+// upstream external-provisioner v6.3.0, on a local control plane.
+// `make bench-provisioner` and `make bench-wffc`; the tests skip themselves
+// unless TETHER_BENCH is set.
+package benchprov
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/tether-csi/tether/test/bench"
+	"github.com/tether-csi/tether/test/cluster"
+)
+
+const driverName = "mock.csi.tether.dev"
+
+// pair is one binder + provisioner combination at one QPS setting.
+type pair struct {
+	name     string // "tether" or "upstream"
+	qps      int    // 0: each component's default
+	upstream bool
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// TestBenchProvisioner: N claims of an Immediate class through the mock
+// driver, for each pair: tether at its defaults, KCM+EP at theirs, and both
+// with QPS raised to BENCH_QPS.
+func TestBenchProvisioner(t *testing.T) {
+	if !benchEnabled() {
+		t.Skip("set TETHER_BENCH=1 to run the provisioner bench (make bench-provisioner)")
+	}
+	n := envInt(t, "BENCH_N", 1000)
+	qps := envInt(t, "BENCH_QPS", 2000)
+	pairs := []pair{{"tether", 0, false}, {"upstream", 0, true}, {"tether", qps, false}, {"upstream", qps, true}}
+	var rows []row
+	for _, p := range pairs {
+		label := fmt.Sprintf("%s@%s", p.name, qpsLabel(p.qps))
+		t.Run(label, func(t *testing.T) {
+			rows = append(rows, runPair(t, p, n, label))
+		})
+	}
+	report := render(fmt.Sprintf("provisioner bench: %d claims (1Gi, Immediate, Delete) through the csi-test mock driver", n), rows)
+	t.Log("\n" + report)
+	fmt.Print(report)
+}
+
+func benchEnabled() bool { return os.Getenv("TETHER_BENCH") != "" }
+
+func qpsLabel(q int) string {
+	if q == 0 {
+		return "defaults"
+	}
+	return "qps" + strconv.Itoa(q)
+}
+
+// row is one measured run.
+type row struct {
+	label              string
+	n                  int
+	total, p50, p99    time.Duration
+	binderRSS, provRSS int64
+	failed             string
+	upstream           bool
+	qps                int
+}
+
+func runPair(t *testing.T, p pair, n int, label string) row {
+	c := cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
+		"max-requests-inflight": {"2000"}, "max-mutating-requests-inflight": {"1000"}}})
+	binder, prov := startPair(t, c, p)
+	mode := storagev1.VolumeBindingImmediate
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Provisioner: driverName, VolumeBindingMode: &mode}
+	if _, err := c.Client.StorageV1().StorageClasses().Create(t.Context(), sc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lat, total, err := createAndWait(t, c, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, "bench") }, nil)
+	r := row{label: label, n: n, total: total, upstream: p.upstream, qps: p.qps}
+	if err != nil {
+		r.failed = err.Error()
+		t.Error(err)
+		return r
+	}
+	r.p50, r.p99 = bench.Percentile(lat, 50), bench.Percentile(lat, 99)
+	r.binderRSS, r.provRSS = peakRSS(binder), peakRSS(prov)
+	return r
+}
+
+// startPair starts a binder and a provisioner (and the mock driver).
+func startPair(t *testing.T, c *cluster.Cluster, p pair, mockArgs ...string) (binder, prov *cluster.Process) {
+	mock, err := cluster.Tool("mock-driver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "csi.sock")
+	c.Run(t, cluster.ProcessOptions{Name: "mock", Path: mock, Args: append([]string{"-name=" + driverName, "-v=1"}, mockArgs...),
+		Env: []string{"CSI_ENDPOINT=unix://" + socket}})
+	var qpsArgs []string
+	if p.qps > 0 {
+		qpsArgs = []string{fmt.Sprintf("--kube-api-qps=%d", p.qps), fmt.Sprintf("--kube-api-burst=%d", 2*p.qps)}
+	}
+	if p.upstream {
+		binder = c.StartControllerManager(t, []string{"persistentvolume-binder-controller"}, qpsArgs...)
+		ep, err := cluster.Tool("csi-provisioner")
+		if err != nil {
+			t.Fatal(err)
+		}
+		prov = c.Run(t, cluster.ProcessOptions{Name: "external-provisioner", Path: ep, Args: append([]string{
+			"--kubeconfig=" + c.Kubeconfig, "--csi-address=" + socket, "--leader-election=false", "-v=1"}, qpsArgs...)})
+		return binder, prov
+	}
+	binder = c.Run(t, cluster.ProcessOptions{Name: "binder", Path: cluster.BuildBinary(t, "./cmd/binder"),
+		Args: append([]string{"--kubeconfig=" + c.Kubeconfig, "--leader-elect=false", "-v=1"}, qpsArgs...)})
+	prov = c.Run(t, cluster.ProcessOptions{Name: "provisioner", Path: cluster.BuildBinary(t, "./cmd/provisioner"),
+		Args: append([]string{"--kubeconfig=" + c.Kubeconfig, "--csi-address=" + socket, "--leader-election=false", "-v=1"}, qpsArgs...)})
+	return binder, prov
+}
+
+func claim(i int, class string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("claim-%05d", i), Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &class,
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+}
+
+// createAndWait creates n claims (and, with podOf, a pod for each) as fast
+// as the API server takes them, and waits until a watch has seen all of
+// them Bound. Latencies run from each claim's creation to its Bound.
+func createAndWait(t *testing.T, c *cluster.Cluster, n int, claimOf func(int) *corev1.PersistentVolumeClaim,
+	podOf func(int) *corev1.Pod) ([]time.Duration, time.Duration, error) {
+	ctx := t.Context()
+	fast := rest.CopyConfig(c.Config)
+	fast.QPS, fast.Burst = 20000, 40000
+	admin := kubernetes.NewForConfigOrDie(fast)
+	var mu sync.Mutex
+	created, bound := map[string]time.Time{}, map[string]time.Time{}
+	factory := informers.NewSharedInformerFactory(admin, 0)
+	inf := factory.Core().V1().PersistentVolumeClaims().Informer()
+	seen := func(obj any) {
+		if pvc, ok := obj.(*corev1.PersistentVolumeClaim); ok && pvc.Status.Phase == corev1.ClaimBound {
+			mu.Lock()
+			if _, ok := bound[pvc.Name]; !ok {
+				bound[pvc.Name] = time.Now()
+			}
+			mu.Unlock()
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }}); err != nil {
+		return nil, 0, err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			pvc := claimOf(i)
+			mu.Lock()
+			created[pvc.Name] = time.Now()
+			mu.Unlock()
+			if _, err := admin.CoreV1().PersistentVolumeClaims("default").Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+				errs <- err
+				return
+			}
+			if podOf != nil {
+				if _, err := admin.CoreV1().Pods("default").Create(ctx, podOf(i), metav1.CreateOptions{}); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return nil, 0, err
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Minute, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(bound) == n, nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil {
+		return nil, time.Since(start), fmt.Errorf("%d of %d claims bound: %w", len(bound), n, err)
+	}
+	var lat []time.Duration
+	last := start
+	for name, at := range bound {
+		lat = append(lat, at.Sub(created[name]))
+		if at.After(last) {
+			last = at
+		}
+	}
+	return lat, last.Sub(start), nil
+}
+
+func peakRSS(p *cluster.Process) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if err != nil {
+		return 0
+	}
+	rss, _ := bench.ParseVmHWM(string(data))
+	return rss
+}
+
+// render prints the rows, with the ratio of tether to upstream at each
+// QPS setting.
+func render(title string, rows []row) string {
+	var b strings.Builder
+	b.WriteString(title + ".\nTimes from the first claim's creation; latency from each claim's creation to Bound, seen by a watch; RSS is VmHWM.\n")
+	f := "%-22s %10s %9s %8s %8s %12s %12s\n"
+	fmt.Fprintf(&b, f, "pair", "all bound", "claims/s", "p50", "p99", "binder RSS", "prov. RSS")
+	byKey := map[string]row{}
+	for _, r := range rows {
+		if r.failed != "" {
+			fmt.Fprintf(&b, "%-22s failed: %s\n", r.label, r.failed)
+			continue
+		}
+		fmt.Fprintf(&b, f, r.label, sec(r.total), fmt.Sprintf("%.1f", rate(r)), sec(r.p50), sec(r.p99), mib(r.binderRSS), mib(r.provRSS))
+		byKey[fmt.Sprintf("%v-%d", r.upstream, r.qps)] = r
+	}
+	for _, r := range rows {
+		u, ok := byKey[fmt.Sprintf("true-%d", r.qps)]
+		if r.upstream || r.failed != "" || !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "tether/upstream at %s: %.2fx the claims/s, %.2fx the p99\n", qpsLabel(r.qps), rate(r)/rate(u), float64(r.p99)/float64(u.p99))
+	}
+	return b.String()
+}
+
+func rate(r row) float64 {
+	if r.total <= 0 {
+		return 0
+	}
+	return float64(r.n) / r.total.Seconds()
+}
+
+func sec(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
+func mib(b int64) string         { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -1,0 +1,68 @@
+package benchprov
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-csi/tether/test/bench"
+	"github.com/tether-csi/tether/test/cluster"
+)
+
+const mockTopologyKey, mockTopologyValue = "io.kubernetes.storage.mock/node", "some-mock-node"
+
+// TestBenchWFFC: N pods, each with its own WaitForFirstConsumer claim,
+// through the real kube-scheduler onto a fake node where the mock driver
+// (with topology) runs; tether's pair and KCM+EP, everything at BENCH_QPS.
+func TestBenchWFFC(t *testing.T) {
+	if !benchEnabled() {
+		t.Skip("set TETHER_BENCH=1 to run the WaitForFirstConsumer bench (make bench-wffc)")
+	}
+	n := envInt(t, "BENCH_N", 200)
+	qps := envInt(t, "BENCH_QPS", 2000)
+	var rows []row
+	for _, p := range []pair{{"tether", qps, false}, {"upstream", qps, true}} {
+		label := fmt.Sprintf("%s@%s", p.name, qpsLabel(p.qps))
+		t.Run(label, func(t *testing.T) {
+			rows = append(rows, runWFFC(t, p, n, label))
+		})
+	}
+	report := render(fmt.Sprintf("WaitForFirstConsumer bench: %d pods, each with its own claim, through kube-scheduler onto a fake node with the mock driver", n), rows)
+	t.Log("\n" + report)
+	fmt.Print(report)
+}
+
+func runWFFC(t *testing.T, p pair, n int, label string) row {
+	c := cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
+		"max-requests-inflight": {"2000"}, "max-mutating-requests-inflight": {"1000"}}})
+	c.StartScheduler(t, fmt.Sprintf("--kube-api-qps=%d", p.qps), fmt.Sprintf("--kube-api-burst=%d", 2*p.qps))
+	if err := cluster.AddFakeNode(t.Context(), c.Client, cluster.FakeNode{Name: "node-1",
+		Labels: map[string]string{mockTopologyKey: mockTopologyValue}, Driver: driverName, TopologyKeys: []string{mockTopologyKey}}); err != nil {
+		t.Fatal(err)
+	}
+	binder, prov := startPair(t, c, p, "-enable-topology")
+	mode := storagev1.VolumeBindingWaitForFirstConsumer
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Provisioner: driverName, VolumeBindingMode: &mode}
+	if _, err := c.Client.StorageV1().StorageClasses().Create(t.Context(), sc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	podOf := func(i int) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: "default"}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "example.com/app"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: fmt.Sprintf("claim-%05d", i)}}}}}}
+	}
+	lat, total, err := createAndWait(t, c, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, "late") }, podOf)
+	r := row{label: label, n: n, total: total, upstream: p.upstream, qps: p.qps}
+	if err != nil {
+		r.failed = err.Error()
+		t.Error(err)
+		return r
+	}
+	r.p50, r.p99 = bench.Percentile(lat, 50), bench.Percentile(lat, 99)
+	r.binderRSS, r.provRSS = peakRSS(binder), peakRSS(prov)
+	return r
+}
