@@ -12,7 +12,7 @@ PKG ?= ./...
 GOTEST_FLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build tools test unit sanity lint clean clean-tools fuzz
+.PHONY: help demo build tools test unit sanity e2e e2e-kind chaos bench-provisioner bench-wffc fuzz lint clean clean-tools
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
