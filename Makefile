@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 30m
 .PHONY: help demo build tools test unit sanity e2e e2e-kind chaos bench-provisioner bench-wffc fuzz lint clean clean-tools
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 demo: tools ## run tether on a local control plane and watch claims bind (DEMO_EXIT=1 to end by itself)
 	@$(GO) run ./hack/demo
