@@ -223,7 +223,11 @@ func run(ctx context.Context, o options) error {
 		controller.Threadiness(int(o.workers)),
 		controller.RateLimiter(workqueue.NewItemExponentialFailureRateLimiter(o.retryStart, o.retryMax)),
 		controller.CreateProvisionedPVLimiter(workqueue.DefaultControllerRateLimiter()),
-		controller.ClaimsInformer(claimInf.Informer()),
+		// Retry for ever, with backoff, as external-provisioner does (the
+		// library's default gives up after 15 failures).
+		controller.FailedProvisionThreshold(0),
+		controller.FailedDeleteThreshold(0),
+		controller.ClaimsInformer(provisioner.QuietClaims(claimInf.Informer())),
 		controller.VolumesInformer(volumeInf.Informer()),
 		controller.ClassesInformer(classInf.Informer()),
 		controller.NodesLister(nodeInf.Lister()),

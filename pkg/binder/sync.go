@@ -169,6 +169,12 @@ func (c *Controller) claimOf(ctx context.Context, pv *v1.PersistentVolume) (*v1.
 	if ref == nil || ref.UID == "" {
 		return nil, nil
 	}
+	if ref.Name == "" {
+		// No claim has an empty name (and the API server, asked for one,
+		// answers with an error, not NotFound: the volume would never be
+		// released).
+		return nil, nil
+	}
 	claim, ok := c.claims.Get(ref.Namespace, ref.Name)
 	if ok && claim.UID == ref.UID {
 		return claim, nil

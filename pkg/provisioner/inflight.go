@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 )
@@ -90,4 +93,56 @@ func (p *Provisioner) reschedule(ctx context.Context, claim *v1.PersistentVolume
 		c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == FinalizerInFlight })
 		return selected || had
 	})
+}
+
+// QuietClaims wraps the claim informer that the library's controller
+// watches, so that its handlers do not see the updates that only add or
+// remove FinalizerInFlight. The library queues a claim on every update,
+// past its rate limiter: without this, our own writes of the in-flight
+// record would start the next attempt at once, and a claim whose
+// CreateVolume fails for good would be retried in a tight loop (a
+// CreateVolume, two claim writes and an event every few milliseconds).
+func QuietClaims(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
+	return quietInformer{inf}
+}
+
+type quietInformer struct{ cache.SharedIndexInformer }
+
+func (i quietInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandler(quietHandler{h})
+}
+
+func (i quietInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(quietHandler{h}, resync)
+}
+
+func (i quietInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandlerWithOptions(quietHandler{h}, o)
+}
+
+type quietHandler struct{ cache.ResourceEventHandler }
+
+func (h quietHandler) OnUpdate(oldObj, newObj any) {
+	if !onlyInFlightChanged(oldObj, newObj) {
+		h.ResourceEventHandler.OnUpdate(oldObj, newObj)
+	}
+}
+
+// onlyInFlightChanged reports whether a claim update added or removed
+// FinalizerInFlight and changed nothing else but the write's bookkeeping.
+func onlyInFlightChanged(oldObj, newObj any) bool {
+	o, ok := oldObj.(*v1.PersistentVolumeClaim)
+	n, ok2 := newObj.(*v1.PersistentVolumeClaim)
+	if !ok || !ok2 || slices.Contains(o.Finalizers, FinalizerInFlight) == slices.Contains(n.Finalizers, FinalizerInFlight) {
+		return false
+	}
+	strip := func(c *v1.PersistentVolumeClaim) *v1.PersistentVolumeClaim {
+		c = c.DeepCopy()
+		c.ResourceVersion, c.ManagedFields = "", nil
+		if c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == FinalizerInFlight }); len(c.Finalizers) == 0 {
+			c.Finalizers = nil
+		}
+		return c
+	}
+	return equality.Semantic.DeepEqual(strip(o), strip(n))
 }

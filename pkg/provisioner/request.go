@@ -3,11 +3,13 @@ package provisioner
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // VolumeName is the name of a claim's volume, in the CSI driver and as a PV:
@@ -70,6 +72,10 @@ func BuildRequest(in RequestInput, o RequestOptions) (*csi.CreateVolumeRequest, 
 	}, nil
 }
 
+// maxBytes is the largest size a CSI request can carry (an int64). Above it,
+// Quantity.Value() gives 0 or a wrapped, even negative, number.
+var maxBytes = *resource.NewQuantity(math.MaxInt64, resource.BinarySI)
+
 func capacityRange(claim *v1.PersistentVolumeClaim) (*csi.CapacityRange, error) {
 	req, ok := claim.Spec.Resources.Requests[v1.ResourceStorage]
 	if !ok {
@@ -78,12 +84,17 @@ func capacityRange(claim *v1.PersistentVolumeClaim) (*csi.CapacityRange, error) 
 	if req.Sign() < 0 {
 		return nil, fmt.Errorf("the claim requests a negative size %s", req.String())
 	}
+	if req.Cmp(maxBytes) > 0 {
+		return nil, fmt.Errorf("the claim requests %s, more than the %d bytes a CSI request can carry", req.String(), int64(math.MaxInt64))
+	}
 	r := &csi.CapacityRange{RequiredBytes: req.Value()}
 	if limit, ok := claim.Spec.Resources.Limits[v1.ResourceStorage]; ok {
 		if limit.Cmp(req) < 0 {
 			return nil, fmt.Errorf("the claim's storage limit %s is below its request %s", limit.String(), req.String())
 		}
-		r.LimitBytes = limit.Value()
+		if limit.Cmp(maxBytes) <= 0 { // a larger limit is no limit
+			r.LimitBytes = limit.Value()
+		}
 	}
 	return r, nil
 }

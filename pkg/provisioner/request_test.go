@@ -165,6 +165,12 @@ func TestCapacityRange(t *testing.T) {
 		{name: "no request", claim: newClaim(noRequest()), wantErr: "requests no storage"},
 		{name: "no request but a limit", claim: newClaim(noRequest(), limit("1Gi")), wantErr: "requests no storage"},
 		{name: "negative request", claim: newClaim(request("-1Gi")), wantErr: "negative size -1Gi"},
+		// Found by the bad-input tour: the API server takes these, and
+		// Value() turned them into 0 (no minimum) or a negative size.
+		{name: "request past the int64 maximum", claim: newClaim(request("1e30")), wantErr: "requests 1e30, more than the 9223372036854775807 bytes"},
+		{name: "request one past the int64 maximum", claim: newClaim(request("9223372036854775808")), wantErr: "more than the 9223372036854775807 bytes"},
+		{name: "8Ei parses as the int64 maximum", claim: newClaim(request("8Ei")), want: &csi.CapacityRange{RequiredBytes: 1<<63 - 1}},
+		{name: "limit past the int64 maximum is no limit", claim: newClaim(request("1Gi"), limit("9300000000000000000")), want: &csi.CapacityRange{RequiredBytes: 1 << 30}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
