@@ -298,4 +298,3 @@ func listVolumes(t *testing.T, socket string) []string {
 		}
 	}
 }
-
