@@ -59,7 +59,7 @@ func Start(t T, opts Options) *Cluster {
 	}
 	dir := t.TempDir()
 	var c *Cluster
-	t.Cleanup(func() { saveArtifacts(t, dir, c) })
+	t.Cleanup(func() { saveArtifacts(t, dir) })
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    binDir,
 		ControlPlaneStartTimeout: 90 * time.Second,
@@ -88,6 +88,12 @@ func Start(t T, opts Options) *Cluster {
 	if err != nil {
 		t.Fatalf("admin kubeconfig: %v", err)
 	}
+	t.Cleanup(func() {
+		// Before the control plane stops: the objects tell what went wrong.
+		if t.Failed() && c != nil {
+			c.dump(dir)
+		}
+	})
 	c = &Cluster{
 		Config:     rest.CopyConfig(admin.Config()),
 		Kubeconfig: filepath.Join(dir, "admin.kubeconfig"),
@@ -172,15 +178,13 @@ func (c *Cluster) String() string {
 	return fmt.Sprintf("cluster(%s, kubeconfig %s)", c.Config.Host, c.Kubeconfig)
 }
 
-// saveArtifacts copies a failed test's logs and kubeconfig to
+// saveArtifacts copies a failed test's logs and kubeconfig (any test's,
+// with TETHER_KEEP_LOGS set) to
 // $TETHER_ARTIFACTS/<test> (default _artifacts/ in the repository), with a
 // dump of the storage objects and events.
-func saveArtifacts(t T, dir string, c *Cluster) {
-	if !t.Failed() {
+func saveArtifacts(t T, dir string) {
+	if !t.Failed() && os.Getenv("TETHER_KEEP_LOGS") == "" {
 		return
-	}
-	if c != nil {
-		c.dump(dir)
 	}
 	root := os.Getenv("TETHER_ARTIFACTS")
 	if root == "" {
