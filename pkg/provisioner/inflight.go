@@ -28,6 +28,11 @@ const FinalizerInFlight = "provisioner.tether.dev/volume-in-flight"
 
 var everything = labels.Everything()
 
+// recordInFlight adds FinalizerInFlight. The write carries the
+// resourceVersion of the claim the decision was made on, so a claim that
+// changed meanwhile (deleted, or bound elsewhere) fails it with a conflict
+// and the library tries again on the fresh claim: no extra read is needed
+// (and no finalizer can be added to a claim being deleted).
 func (p *Provisioner) recordInFlight(ctx context.Context, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolumeClaim, error) {
 	if slices.Contains(claim.Finalizers, FinalizerInFlight) {
 		return claim, nil
@@ -41,7 +46,18 @@ func (p *Provisioner) recordInFlight(ctx context.Context, claim *v1.PersistentVo
 	return out, nil
 }
 
+// forgetInFlight removes FinalizerInFlight: first with one write on the
+// claim as given (usually current), then, on a conflict, from fresh reads.
 func (p *Provisioner) forgetInFlight(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+	if !slices.Contains(claim.Finalizers, FinalizerInFlight) {
+		return nil
+	}
+	c := claim.DeepCopy()
+	c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == FinalizerInFlight })
+	_, err := p.o.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{})
+	if err == nil || apierrors.IsNotFound(err) {
+		return nil
+	}
 	return removeFinalizer(ctx, p.o.Client, claim.Namespace, claim.Name, FinalizerInFlight)
 }
 

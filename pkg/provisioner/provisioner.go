@@ -9,7 +9,6 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -127,12 +126,8 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	ctx = klog.NewContext(ctx, logger)
 	defer p.locks.lock(string(claim.UID))()
 
-	// Decide on the claim as the API server has it now, not as a cache had it.
-	claim, err := p.o.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) || (err == nil && (claim.UID != po.PVC.UID || claim.DeletionTimestamp != nil)) {
-		return nil, controller.ProvisioningFinished, &controller.IgnoredError{Reason: "the claim is gone or being deleted"}
-	} else if err != nil {
-		return nil, controller.ProvisioningNoChange, err
+	if claim.DeletionTimestamp != nil {
+		return nil, controller.ProvisioningFinished, &controller.IgnoredError{Reason: "the claim is being deleted"}
 	}
 	prep, err := p.prepare(ctx, claim, po.StorageClass, po.SelectedNode)
 	if err != nil {

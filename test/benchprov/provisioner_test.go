@@ -63,6 +63,9 @@ func TestBenchProvisioner(t *testing.T) {
 	pairs := []pair{{"tether", 0, false}, {"upstream", 0, true}, {"tether", qps, false}, {"upstream", qps, true}}
 	var rows []row
 	for _, p := range pairs {
+		if only := os.Getenv("BENCH_ONLY"); only != "" && only != p.name {
+			continue
+		}
 		label := fmt.Sprintf("%s@%s", p.name, qpsLabel(p.qps))
 		t.Run(label, func(t *testing.T) {
 			rows = append(rows, runPair(t, p, n, label))
@@ -181,9 +184,11 @@ func createAndWait(t *testing.T, c *cluster.Cluster, n int, claimOf func(int) *c
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }}); err != nil {
 		return nil, 0, err
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	factory.Start(watchCtx.Done())
+	defer factory.Shutdown() // after stopWatch: Shutdown waits for the informer to stop
+	defer stopWatch()
+	cache.WaitForCacheSync(watchCtx.Done(), inf.HasSynced)
 
 	start := time.Now()
 	var wg sync.WaitGroup
