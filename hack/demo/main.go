@@ -139,7 +139,7 @@ func render(ctx context.Context, cs kubernetes.Interface, boundAt map[string]tim
 	nodeOf := map[string]string{}
 	if pvs != nil {
 		for _, pv := range pvs.Items {
-			nodeOf[pv.Name] = pvNode(&pv)
+			nodeOf[pv.Name] = cluster.PVNode(&pv)
 		}
 	}
 	slices.SortFunc(claims.Items, func(a, b corev1.PersistentVolumeClaim) int { return strings.Compare(a.Name, b.Name) })
@@ -168,21 +168,6 @@ func render(ctx context.Context, cs kubernetes.Interface, boundAt map[string]tim
 		fmt.Fprintf(&b, "  %-12s %-8s %-42s %-7s %-9s %s\n", pvc.Name, status, pvc.Spec.VolumeName, node, capacity, bound)
 	}
 	return b.String(), done
-}
-
-// pvNode is the node a PV's affinity names, if it names one.
-func pvNode(pv *corev1.PersistentVolume) string {
-	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
-		return ""
-	}
-	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
-		for _, e := range term.MatchExpressions {
-			if len(e.Values) == 1 {
-				return e.Values[0]
-			}
-		}
-	}
-	return ""
 }
 
 func step(s string) { fmt.Printf("\n==> %s\n", s) }

@@ -10,13 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	tcsi "github.com/tether-csi/tether/pkg/csi"
 	"github.com/tether-csi/tether/test/cluster"
 )
 
@@ -276,25 +274,13 @@ func (w *world) check() string {
 }
 
 func listVolumes(t *testing.T, socket string) []string {
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	conn, err := tcsi.Connect(ctx, tcsi.Options{Address: socket})
+	vols, err := cluster.DriverVolumes(t.Context(), socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	var ids []string
-	token := ""
-	for {
-		resp, err := conn.ListVolumes(ctx, &csi.ListVolumesRequest{StartingToken: token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range resp.Entries {
-			ids = append(ids, e.GetVolume().GetVolumeId())
-		}
-		if token = resp.NextToken; token == "" {
-			return ids
-		}
+	ids := make([]string, 0, len(vols))
+	for _, v := range vols {
+		ids = append(ids, v.GetVolumeId())
 	}
+	return ids
 }

@@ -225,19 +225,7 @@ func (e *env) volumeOf(t *testing.T, pvc *corev1.PersistentVolumeClaim) *corev1.
 	return pv
 }
 
-func (e *env) nodeOf(pv *corev1.PersistentVolume) string {
-	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
-		return ""
-	}
-	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
-		for _, ex := range term.MatchExpressions {
-			if len(ex.Values) == 1 {
-				return ex.Values[0]
-			}
-		}
-	}
-	return ""
-}
+func (e *env) nodeOf(pv *corev1.PersistentVolume) string { return cluster.PVNode(pv) }
 
 func (e *env) waitPodNode(t *testing.T, name string) string {
 	t.Helper()

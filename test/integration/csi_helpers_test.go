@@ -1,20 +1,16 @@
 package integration
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	tcsi "github.com/tether-csi/tether/pkg/csi"
 	"github.com/tether-csi/tether/test/cluster"
 )
 
@@ -54,27 +50,14 @@ func startMock(t *testing.T, c *cluster.Cluster, name, hooks string, extra ...st
 // mock also lists three volumes of its own, which are left out).
 func (m *mockDriver) volumes(t *testing.T) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	conn, err := tcsi.Connect(ctx, tcsi.Options{Address: m.Socket, Timeout: 10 * time.Second})
+	vols, err := cluster.DriverVolumes(t.Context(), m.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
 	var ids []string
-	token := ""
-	for {
-		resp, err := conn.ListVolumes(ctx, &csi.ListVolumesRequest{StartingToken: token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range resp.Entries {
-			if strings.HasPrefix(e.GetVolume().GetVolumeContext()["name"], "pvc-") {
-				ids = append(ids, e.GetVolume().GetVolumeId())
-			}
-		}
-		if token = resp.NextToken; token == "" {
-			break
+	for _, v := range vols {
+		if strings.HasPrefix(v.GetVolumeContext()["name"], "pvc-") {
+			ids = append(ids, v.GetVolumeId())
 		}
 	}
 	sort.Strings(ids)
