@@ -105,7 +105,12 @@ func runPair(t *testing.T, p pair, n int, label string) row {
 	if _, err := c.Client.StorageV1().StorageClasses().Create(t.Context(), sc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	lat, total, err := createAndWait(t, c, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, "bench") }, nil)
+	return measure(t, c, p, n, label, "bench", nil, binder, prov)
+}
+
+// measure creates the claims (and pods), waits for them, and makes the row.
+func measure(t *testing.T, c *cluster.Cluster, p pair, n int, label, class string, podOf func(int) *corev1.Pod, binder, prov *cluster.Process) row {
+	lat, total, err := createAndWait(t, c, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, class) }, podOf)
 	r := row{label: label, n: n, total: total, upstream: p.upstream, qps: p.qps}
 	if err != nil {
 		r.failed = err.Error()

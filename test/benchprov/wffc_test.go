@@ -8,7 +8,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tether-csi/tether/test/bench"
 	"github.com/tether-csi/tether/test/cluster"
 )
 
@@ -55,14 +54,5 @@ func runWFFC(t *testing.T, p pair, n int, label string) row {
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: fmt.Sprintf("claim-%05d", i)}}}}}}
 	}
-	lat, total, err := createAndWait(t, c, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, "late") }, podOf)
-	r := row{label: label, n: n, total: total, upstream: p.upstream, qps: p.qps}
-	if err != nil {
-		r.failed = err.Error()
-		t.Error(err)
-		return r
-	}
-	r.p50, r.p99 = bench.Percentile(lat, 50), bench.Percentile(lat, 99)
-	r.binderRSS, r.provRSS = peakRSS(binder), peakRSS(prov)
-	return r
+	return measure(t, c, p, n, label, "late", podOf, binder, prov)
 }
