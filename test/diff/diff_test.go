@@ -101,7 +101,7 @@ func TestDifferential(t *testing.T) {
 			}
 		}
 		diffs, scenarioClaims = Compare(sc, an, obs[0], obs[1])
-		if why := PreboundDivergence(sc, obs[0], obs[1]); len(diffs) > 0 && len(why) > 0 {
+		if why := PreboundDivergence(sc, obs[0], obs[1], diffs); len(diffs) > 0 && len(why) > 0 {
 			// The documented divergence: pre-bound volumes win outright.
 			explained++
 			nExplained += len(diffs)
