@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,7 +145,7 @@ func TestKeyLocks(t *testing.T) {
 					break
 				}
 			}
-			time.Sleep(time.Millisecond)
+			runtime.Gosched() // let others try the lock while it is held
 			inside.Add(-1)
 			unlock()
 		})
