@@ -24,6 +24,7 @@ type options struct {
 	workers      int
 	resync       time.Duration
 	httpEndpoint string
+	pprof        bool
 }
 
 func main() {
@@ -46,6 +47,7 @@ func main() {
 	fs.IntVar(&o.workers, "workers", o.workers, "Claim workers, and as many volume workers. Each key is handled by one worker at a time.")
 	fs.DurationVar(&o.resync, "resync-period", o.resync, "How often every claim and volume is synced again even without a change.")
 	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve /metrics and /healthz on. Empty serves nothing.")
+	fs.BoolVar(&o.pprof, "enable-pprof", false, "Also serve Go's profiles under /debug/pprof/ on --http-endpoint.")
 	_ = fs.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -70,7 +72,7 @@ func run(ctx context.Context, o options) error {
 	}
 	reg := server.NewRegistry()
 	health := &server.Health{}
-	if _, err := server.Serve(ctx, o.httpEndpoint, reg, health); err != nil {
+	if _, err := server.Serve(ctx, server.HTTPOptions{Addr: o.httpEndpoint, Registry: reg, Health: health, Pprof: o.pprof}); err != nil {
 		return err
 	}
 	ctrl, err := binder.New(binder.Options{Client: client, Workers: o.workers, ResyncPeriod: o.resync, Registerer: reg})

@@ -42,6 +42,7 @@ type options struct {
 	workers                       uint
 	strictTopology, immediateTopo bool
 	httpEndpoint                  string
+	pprof                         bool
 	node                          provisioner.NodeDeployment
 	nodeDeployment                bool
 	capacity                      bool
@@ -90,6 +91,7 @@ func main() {
 	fs.BoolVar(&o.strictTopology, "strict-topology", false, "With a selected node, ask only for that node's topology segment.")
 	fs.BoolVar(&o.immediateTopo, "immediate-topology", o.immediateTopo, "For Immediate classes, pass every segment where the driver runs (true) or no topology (false).")
 	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve /metrics and /healthz on. Empty serves nothing.")
+	fs.BoolVar(&o.pprof, "enable-pprof", false, "Also serve Go's profiles under /debug/pprof/ on --http-endpoint.")
 	fs.BoolVar(&o.nodeDeployment, "node-deployment", false, "Run beside the driver on each node (node name from NODE_NAME): provision only claims whose selected node is this one, delete only volumes on it.")
 	fs.BoolVar(&o.node.ImmediateBinding, "node-deployment-immediate-binding", o.node.ImmediateBinding, "In node-deployment mode, compete for claims of Immediate classes.")
 	fs.DurationVar(&o.node.BaseDelay, "node-deployment-base-delay", o.node.BaseDelay, "In node-deployment mode, the first wait before trying to own an Immediate claim; it doubles with each attempt.")
@@ -122,7 +124,7 @@ func run(ctx context.Context, o options) error {
 	}
 	reg := server.NewRegistry()
 	health := &server.Health{}
-	if _, err := server.Serve(ctx, o.httpEndpoint, reg, health); err != nil {
+	if _, err := server.Serve(ctx, server.HTTPOptions{Addr: o.httpEndpoint, Registry: reg, Health: health, Pprof: o.pprof}); err != nil {
 		return err
 	}
 	conn, err := tcsi.Connect(ctx, tcsi.Options{Address: o.csiAddress, Timeout: o.timeout, Registerer: reg})

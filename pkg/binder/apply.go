@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
+
+	"github.com/tether-csi/tether/pkg/inflight"
 )
 
 // Writer applies decisions to the API. It is the only part of the binder
@@ -106,6 +108,9 @@ func (w *Writer) bind(ctx context.Context, claim *v1.PersistentVolumeClaim, pv *
 			metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnBoundByController, "yes")
 		}
 		metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnBindCompleted, "yes")
+		// The provisioner's in-flight record goes in the same write: the
+		// PV that tracks the claim's volume is saved (saves it a write).
+		inflight.Settle(c, pv)
 		var err error
 		if claim, err = w.updateClaim(ctx, c); err != nil {
 			return err

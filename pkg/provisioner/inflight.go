@@ -15,16 +15,20 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
+
+	"github.com/tether-csi/tether/pkg/inflight"
 )
 
 // FinalizerInFlight on a claim records durably that a backend volume may
-// exist for it and no PV tracks it yet. It is added before the first
-// CreateVolume and removed once the PV is saved, or once the volume is
-// known not to exist (a final CreateVolume error, or a DeleteVolume after
-// the claim was deleted). While it is there, the claim cannot vanish, so a
-// restarted provisioner always finds the claim, and through the volume's
-// name (prefix-<claim UID>, CreateVolume being idempotent by name) the volume.
-const FinalizerInFlight = "provisioner.tether.dev/volume-in-flight"
+// exist for it and no PV tracks it yet (see package inflight). It is added
+// before the first CreateVolume and removed once the PV is saved (by the
+// binder, in its bind write, or by the InFlight reconciler), or once the
+// volume is known not to exist (a final CreateVolume error, or a
+// DeleteVolume after the claim was deleted). While it is there, the claim
+// cannot vanish, so a restarted provisioner always finds the claim, and
+// through the volume's name (prefix-<claim UID>, CreateVolume being
+// idempotent by name) the volume.
+const FinalizerInFlight = inflight.Finalizer
 
 var everything = labels.Everything()
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -102,11 +103,15 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 	defer p.locks.lock(string(claim.UID))()
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("pvc", klog.KObj(claim)))
 	name := VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
-	saved, err := r.pvSaved(ctx, name, claim)
+	pv, err := r.savedPV(ctx, name, claim)
 	if err != nil {
 		return err
 	}
-	if saved {
+	if pv != nil {
+		if wait := settleWait(claim, pv, time.Now()); wait > 0 {
+			r.queue.AddAfter(key, wait)
+			return nil
+		}
 		return p.forgetInFlight(ctx, claim)
 	}
 	if claim.DeletionTimestamp == nil {
@@ -124,23 +129,43 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 	return p.forgetInFlight(ctx, claim)
 }
 
-// pvSaved reports whether the claim's PV exists (asking the API server when
-// the cache has none).
-func (r *InFlight) pvSaved(ctx context.Context, name string, claim *v1.PersistentVolumeClaim) (bool, error) {
+// savedPV returns the claim's PV, or nil when it is not saved (asking the
+// API server when the cache has none).
+func (r *InFlight) savedPV(ctx context.Context, name string, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolume, error) {
 	obj, exists, err := r.o.Volumes.GetStore().GetByKey(name)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	pv, _ := obj.(*v1.PersistentVolume)
 	if !exists {
 		pv, err = r.p.o.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return nil, nil
 		} else if err != nil {
-			return false, err
+			return nil, err
 		}
 	}
-	return pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == claim.UID, nil
+	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != claim.UID {
+		return nil, nil
+	}
+	return pv, nil
+}
+
+// binderGrace is how long after its PV is saved a claim's in-flight record
+// is left for the binder, which drops it in the write that binds the claim
+// (one write fewer per claim). A binder that does not know the record
+// (kube-controller-manager's) binds the claim without dropping it; the
+// claim's update then has the reconciler drop it at once.
+const binderGrace = 10 * time.Second
+
+// settleWait says how much longer the in-flight record of a claim whose PV
+// is saved is left for the binder: zero means drop it now, as the claim is
+// bound already, or being deleted, or the grace is over.
+func settleWait(claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, now time.Time) time.Duration {
+	if claim.Spec.VolumeName != "" || claim.DeletionTimestamp != nil {
+		return 0
+	}
+	return max(0, binderGrace-now.Sub(pv.CreationTimestamp.Time))
 }
 
 // deleteUnsaved finds the volume of a deleted claim again by repeating its

@@ -3,6 +3,7 @@ package provisioner
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -54,6 +55,35 @@ func TestVolumeAbsent(t *testing.T) {
 	for _, tt := range tests {
 		if got := volumeAbsent(tt.err); got != tt.want {
 			t.Errorf("volumeAbsent(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestSettleWait(t *testing.T) {
+	saved := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-1", CreationTimestamp: metav1.NewTime(saved)}}
+	claim := func(volumeName string, deleting bool) *v1.PersistentVolumeClaim {
+		c := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: v1.PersistentVolumeClaimSpec{VolumeName: volumeName}}
+		if deleting {
+			c.DeletionTimestamp = &metav1.Time{Time: saved}
+		}
+		return c
+	}
+	tests := []struct {
+		name  string
+		claim *v1.PersistentVolumeClaim
+		now   time.Time
+		want  time.Duration
+	}{
+		{"just saved, not bound: left for the binder", claim("", false), saved.Add(time.Second), binderGrace - time.Second},
+		{"grace over", claim("", false), saved.Add(binderGrace), 0},
+		{"long after", claim("", false), saved.Add(time.Hour), 0},
+		{"bound by a binder that left the record", claim("pvc-1", false), saved, 0},
+		{"claim being deleted", claim("", true), saved, 0},
+	}
+	for _, tt := range tests {
+		if got := settleWait(tt.claim, pv, tt.now); got != tt.want {
+			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

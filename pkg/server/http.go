@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,16 +67,33 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
-// Serve serves /metrics and /healthz on addr until ctx ends. An empty addr
-// serves nothing. It returns once listening, with the bound address.
-func Serve(ctx context.Context, addr string, reg *prometheus.Registry, health *Health) (string, error) {
-	if addr == "" {
+// HTTPOptions say what the HTTP endpoint serves.
+type HTTPOptions struct {
+	// Addr is host:port (--http-endpoint); empty serves nothing.
+	Addr     string
+	Registry *prometheus.Registry
+	Health   *Health
+	// Pprof adds /debug/pprof/ (--enable-pprof).
+	Pprof bool
+}
+
+// Serve serves /metrics and /healthz (and /debug/pprof/ on request) until
+// ctx ends. It returns once listening, with the bound address.
+func Serve(ctx context.Context, o HTTPOptions) (string, error) {
+	if o.Addr == "" {
 		return "", nil
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.Handle("/healthz", health)
-	ln, err := net.Listen("tcp", addr)
+	mux.Handle("/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
+	mux.Handle("/healthz", o.Health)
+	if o.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return "", fmt.Errorf("--http-endpoint: %w", err)
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -91,5 +92,42 @@ func TestTable(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("table misses %q:\n%s", want, got)
 		}
+	}
+}
+
+func TestAPIRequests(t *testing.T) {
+	text := `# HELP apiserver_request_total x
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="persistentvolumes",scope="cluster",subresource="",verb="POST",version="v1"} 10
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="",resource="persistentvolumes",scope="cluster",subresource="",verb="POST",version="v1"} 2
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="persistentvolumeclaims",scope="resource",subresource="status",verb="PUT",version="v1"} 4
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="GET",version="v1"} 1e+01
+apiserver_request_duration_seconds_bucket{verb="POST",le="1"} 99
+`
+	got := APIRequests(text)
+	want := map[string]float64{"POST persistentvolumes": 12, "PUT persistentvolumeclaims/status": 4, "GET pods": 10}
+	if !maps.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	line := RequestsPerClaim(map[string]float64{"POST persistentvolumes": 2}, got, 10)
+	for _, s := range []string{"per claim: 2.40 (writes 1.40)", "POST persistentvolumes 1.00", "GET pods 1.00", "PUT persistentvolumeclaims/status 0.40"} {
+		if !strings.Contains(line, s) {
+			t.Errorf("%q lacks %q", line, s)
+		}
+	}
+}
+
+func TestCPUParsing(t *testing.T) {
+	busy, total := ParseProcStat("cpu  100 5 50 800 20 3 2 0 0 0\ncpu0 1 2 3\n")
+	if busy != 160 || total != 980 {
+		t.Errorf("ParseProcStat: busy %d total %d, want 160 980", busy, total)
+	}
+	comm, ticks, ok := ParsePidStat("42 (kube-apiserver) S 1 42 42 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 12 0")
+	if !ok || comm != "kube-apiserver" || ticks != 325 {
+		t.Errorf("ParsePidStat: %q %d %v", comm, ticks, ok)
+	}
+	line := CPUUse(CPU{Busy: 100, Total: 1000, ByProgram: map[string]int64{"etcd": 10}},
+		CPU{Busy: 600, Total: 2000, ByProgram: map[string]int64{"etcd": 110}}, 100)
+	if want := "machine CPU busy 50%; etcd 1.00s (10.0 ms/claim)"; line != want {
+		t.Errorf("CPUUse: %q, want %q", line, want)
 	}
 }

@@ -8,8 +8,11 @@ package benchprov
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,10 +66,10 @@ func TestBenchProvisioner(t *testing.T) {
 	pairs := []pair{{"tether", 0, false}, {"upstream", 0, true}, {"tether", qps, false}, {"upstream", qps, true}}
 	var rows []row
 	for _, p := range pairs {
-		if only := os.Getenv("BENCH_ONLY"); only != "" && only != p.name {
+		label := fmt.Sprintf("%s@%s", p.name, qpsLabel(p.qps))
+		if only := os.Getenv("BENCH_ONLY"); only != "" && only != p.name && only != label {
 			continue
 		}
-		label := fmt.Sprintf("%s@%s", p.name, qpsLabel(p.qps))
 		t.Run(label, func(t *testing.T) {
 			rows = append(rows, runPair(t, p, n, label))
 		})
@@ -92,6 +95,8 @@ type row struct {
 	total, p50, p99    time.Duration
 	binderRSS, provRSS int64
 	failed             string
+	requests           string // API requests per claim, by verb and resource
+	cpu                string // CPU use during the run
 	upstream           bool
 	qps                int
 }
@@ -99,19 +104,43 @@ type row struct {
 func runPair(t *testing.T, p pair, n int, label string) row {
 	c := cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
 		"max-requests-inflight": {"2000"}, "max-mutating-requests-inflight": {"1000"}}})
-	binder, prov := startPair(t, c, p)
+	bc := benchClients(t, c)
+	binder, prov := startPair(t, c, p, bc)
 	mode := storagev1.VolumeBindingImmediate
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Provisioner: driverName, VolumeBindingMode: &mode}
 	if _, err := c.Client.StorageV1().StorageClasses().Create(t.Context(), sc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return measure(t, c, p, n, label, "bench", nil, binder, prov)
+	return measure(t, c, bc, p, n, label, "bench", nil, binder, prov)
 }
 
+// clients is how every component of a bench, and the bench itself, reach
+// the API server: as a ServiceAccount with a token, the way components in
+// a cluster do (see cluster.AdminTokenKubeconfig).
+type clients struct {
+	kubeconfig string
+	config     *rest.Config
+}
+
+func benchClients(t *testing.T, c *cluster.Cluster) clients {
+	kc, cfg := c.AdminTokenKubeconfig(t)
+	return clients{kubeconfig: kc, config: cfg}
+}
+
+// programs are the processes whose CPU time the bench reports (command
+// names as /proc shows them, cut to 15 characters).
+var programs = []string{"kube-apiserver", "etcd", "binder", "provisioner", "kube-controller", "csi-provisioner", "kube-scheduler", "mock-driver", "benchprov.test"}
+
 // measure creates the claims (and pods), waits for them, and makes the row.
-func measure(t *testing.T, c *cluster.Cluster, p pair, n int, label, class string, podOf func(int) *corev1.Pod, binder, prov *cluster.Process) row {
-	lat, total, err := createAndWait(t, c, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, class) }, podOf)
+func measure(t *testing.T, c *cluster.Cluster, bc clients, p pair, n int, label, class string, podOf func(int) *corev1.Pod, binder, prov *cluster.Process) row {
+	before := apiRequests(t, c)
+	stopProfile := profileAPIServer(t, c, label)
+	cpuBefore := bench.ReadCPU(programs...)
+	lat, total, err := createAndWait(t, bc.config, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, class) }, podOf)
 	r := row{label: label, n: n, total: total, upstream: p.upstream, qps: p.qps}
+	r.cpu = bench.CPUUse(cpuBefore, bench.ReadCPU(programs...), n)
+	stopProfile()
+	r.requests = bench.RequestsPerClaim(before, apiRequests(t, c), n) + eventsByReason(t, c, n)
 	if err != nil {
 		r.failed = err.Error()
 		t.Error(err)
@@ -123,7 +152,7 @@ func measure(t *testing.T, c *cluster.Cluster, p pair, n int, label, class strin
 }
 
 // startPair starts a binder and a provisioner (and the mock driver).
-func startPair(t *testing.T, c *cluster.Cluster, p pair, mockArgs ...string) (binder, prov *cluster.Process) {
+func startPair(t *testing.T, c *cluster.Cluster, p pair, bc clients, mockArgs ...string) (binder, prov *cluster.Process) {
 	mock, err := cluster.Tool("mock-driver")
 	if err != nil {
 		t.Fatal(err)
@@ -141,19 +170,25 @@ func startPair(t *testing.T, c *cluster.Cluster, p pair, mockArgs ...string) (bi
 		qpsArgs = []string{fmt.Sprintf("--kube-api-qps=%d", p.qps), fmt.Sprintf("--kube-api-burst=%d", 2*p.qps)}
 	}
 	if p.upstream {
-		binder = c.StartControllerManager(t, []string{"persistentvolume-binder-controller"}, qpsArgs...)
+		// The later --kubeconfig wins over the cluster's own.
+		binder = c.StartControllerManager(t, []string{"persistentvolume-binder-controller"}, append(qpsArgs, "--kubeconfig="+bc.kubeconfig)...)
 		ep, err := cluster.Tool("csi-provisioner")
 		if err != nil {
 			t.Fatal(err)
 		}
 		prov = c.Run(t, cluster.ProcessOptions{Name: "external-provisioner", Path: ep, Args: append([]string{
-			"--kubeconfig=" + c.Kubeconfig, "--csi-address=" + socket, "--leader-election=false", "-v=1"}, qpsArgs...)})
+			"--kubeconfig=" + bc.kubeconfig, "--csi-address=" + socket, "--leader-election=false", "-v=1"}, qpsArgs...)})
 		return binder, prov
 	}
-	binder = c.Run(t, cluster.ProcessOptions{Name: "binder", Path: cluster.BuildBinary(t, "./cmd/binder"),
-		Args: append([]string{"--kubeconfig=" + c.Kubeconfig, "--leader-elect=false", "-v=1"}, qpsArgs...)})
-	prov = c.Run(t, cluster.ProcessOptions{Name: "provisioner", Path: cluster.BuildBinary(t, "./cmd/provisioner"),
-		Args: append([]string{"--kubeconfig=" + c.Kubeconfig, "--csi-address=" + socket, "--leader-election=false", "-v=1"}, qpsArgs...)})
+	binderArgs := []string{"--kubeconfig=" + bc.kubeconfig, "--leader-elect=false", "-v=1"}
+	provArgs := []string{"--kubeconfig=" + bc.kubeconfig, "--csi-address=" + socket, "--leader-election=false", "-v=1"}
+	if os.Getenv("BENCH_PPROF") != "" {
+		profiled["binder"], profiled["provisioner"] = cluster.FreeAddr(t), cluster.FreeAddr(t)
+		binderArgs = append(binderArgs, "--enable-pprof", "--http-endpoint="+profiled["binder"])
+		provArgs = append(provArgs, "--enable-pprof", "--http-endpoint="+profiled["provisioner"])
+	}
+	binder = c.Run(t, cluster.ProcessOptions{Name: "binder", Path: cluster.BuildBinary(t, "./cmd/binder"), Args: append(binderArgs, qpsArgs...)})
+	prov = c.Run(t, cluster.ProcessOptions{Name: "provisioner", Path: cluster.BuildBinary(t, "./cmd/provisioner"), Args: append(provArgs, qpsArgs...)})
 	return binder, prov
 }
 
@@ -167,10 +202,10 @@ func claim(i int, class string) *corev1.PersistentVolumeClaim {
 // createAndWait creates n claims (and, with podOf, a pod for each) as fast
 // as the API server takes them, and waits until a watch has seen all of
 // them Bound. Latencies run from each claim's creation to its Bound.
-func createAndWait(t *testing.T, c *cluster.Cluster, n int, claimOf func(int) *corev1.PersistentVolumeClaim,
+func createAndWait(t *testing.T, config *rest.Config, n int, claimOf func(int) *corev1.PersistentVolumeClaim,
 	podOf func(int) *corev1.Pod) ([]time.Duration, time.Duration, error) {
 	ctx := t.Context()
-	fast := rest.CopyConfig(c.Config)
+	fast := rest.CopyConfig(config)
 	fast.QPS, fast.Burst = 20000, 40000
 	admin := kubernetes.NewForConfigOrDie(fast)
 	var mu sync.Mutex
@@ -245,6 +280,78 @@ func createAndWait(t *testing.T, c *cluster.Cluster, n int, claimOf func(int) *c
 	return lat, last.Sub(start), nil
 }
 
+// profileAPIServer, with BENCH_PPROF set to a folder, records a CPU profile
+// of the API server from now until the returned func is called, into
+// <folder>/<label>.apiserver.pprof.
+func profileAPIServer(t *testing.T, c *cluster.Cluster, label string) func() {
+	dir := os.Getenv("BENCH_PPROF")
+	if dir == "" {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	save := func(name string, fetch func() ([]byte, error)) {
+		wg.Go(func() {
+			raw, err := fetch()
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, label+"."+name+".pprof"), raw, 0o644)
+			}
+			if err != nil {
+				t.Logf("profiling %s: %v", name, err)
+			}
+		})
+	}
+	save("apiserver", func() ([]byte, error) {
+		return c.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", profileSeconds).DoRaw(t.Context())
+	})
+	for name, addr := range profiled {
+		save(name, func() ([]byte, error) {
+			resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=" + profileSeconds)
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			return io.ReadAll(resp.Body)
+		})
+	}
+	clear(profiled)
+	return wg.Wait
+}
+
+// profileSeconds is how long BENCH_PPROF profiles: at least one run.
+const profileSeconds = "15"
+
+// profiled holds the pprof addresses of the components of the running pair.
+var profiled = map[string]string{}
+
+// eventsByReason counts the events in the bench's namespace per claim, by
+// reason (the count of an aggregated event included).
+func eventsByReason(t *testing.T, c *cluster.Cluster, n int) string {
+	events, err := c.Client.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	counts := map[string]int{}
+	for _, e := range events.Items {
+		counts[e.Reason] += max(int(e.Count), 1)
+	}
+	var parts []string
+	for reason, count := range counts {
+		parts = append(parts, fmt.Sprintf("%s %.2f", reason, float64(count)/float64(n)))
+	}
+	slices.Sort(parts)
+	return "; events per claim: " + strings.Join(parts, ", ")
+}
+
+// apiRequests reads the API server's request counters.
+func apiRequests(t *testing.T, c *cluster.Cluster) map[string]float64 {
+	raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Logf("reading the API server's metrics: %v", err)
+		return nil
+	}
+	return bench.APIRequests(string(raw))
+}
+
 func peakRSS(p *cluster.Process) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
@@ -276,6 +383,14 @@ func render(title string, rows []row) string {
 			continue
 		}
 		fmt.Fprintf(&b, "tether/upstream at %s: %.2fx the claims/s, %.2fx the p99\n", qpsLabel(r.qps), rate(r)/rate(u), float64(r.p99)/float64(u.p99))
+	}
+	for _, r := range rows {
+		if r.requests != "" {
+			fmt.Fprintf(&b, "%s: %s\n", r.label, r.requests)
+		}
+		if r.cpu != "" {
+			fmt.Fprintf(&b, "%s: %s\n", r.label, r.cpu)
+		}
 	}
 	return b.String()
 }

@@ -37,12 +37,14 @@ func TestBenchWFFC(t *testing.T) {
 func runWFFC(t *testing.T, p pair, n int, label string) row {
 	c := cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
 		"max-requests-inflight": {"2000"}, "max-mutating-requests-inflight": {"1000"}}})
-	c.StartScheduler(t, fmt.Sprintf("--kube-api-qps=%d", p.qps), fmt.Sprintf("--kube-api-burst=%d", 2*p.qps))
+	bc := benchClients(t, c)
+	// The later --kubeconfig wins over the cluster's own.
+	c.StartScheduler(t, fmt.Sprintf("--kube-api-qps=%d", p.qps), fmt.Sprintf("--kube-api-burst=%d", 2*p.qps), "--kubeconfig="+bc.kubeconfig)
 	if err := cluster.AddFakeNode(t.Context(), c.Client, cluster.FakeNode{Name: "node-1",
 		Labels: map[string]string{mockTopologyKey: mockTopologyValue}, Driver: driverName, TopologyKeys: []string{mockTopologyKey}}); err != nil {
 		t.Fatal(err)
 	}
-	binder, prov := startPair(t, c, p, "-enable-topology")
+	binder, prov := startPair(t, c, p, bc, "-enable-topology")
 	mode := storagev1.VolumeBindingWaitForFirstConsumer
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Provisioner: driverName, VolumeBindingMode: &mode}
 	if _, err := c.Client.StorageV1().StorageClasses().Create(t.Context(), sc, metav1.CreateOptions{}); err != nil {
@@ -54,5 +56,5 @@ func runWFFC(t *testing.T, p pair, n int, label string) row {
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: fmt.Sprintf("claim-%05d", i)}}}}}}
 	}
-	return measure(t, c, p, n, label, "late", podOf, binder, prov)
+	return measure(t, c, bc, p, n, label, "late", podOf, binder, prov)
 }

@@ -6,19 +6,12 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/tether-csi/tether/test/cluster"
 )
@@ -103,34 +96,10 @@ func withoutWorkloads(manifests []byte) []byte {
 	return bytes.Join(keep, []byte("\n---\n"))
 }
 
-// serviceAccountKubeconfig writes a kubeconfig that authenticates as a
-// ServiceAccount of deploy/csi, with a token from the TokenRequest API.
+// serviceAccountKubeconfig is a kubeconfig for a ServiceAccount of
+// deploy/csi.
 func (e *env) serviceAccountKubeconfig(t *testing.T, sa string) string {
-	t.Helper()
-	var token string
-	// The ServiceAccount was just applied; wait until the server has it.
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		seconds := int64(3600)
-		tr, err := e.c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa,
-			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
-		if err != nil {
-			return false, nil
-		}
-		token = tr.Status.Token
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("token for %s: %v", sa, err)
-	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: e.c.Config.Host, CertificateAuthorityData: e.c.Config.CAData}
-	cfg.AuthInfos[sa] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts[sa] = &clientcmdapi.Context{Cluster: "local", AuthInfo: sa, Namespace: namespace}
-	cfg.CurrentContext = sa
-	path := filepath.Join(e.c.Dir, sa+".kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
+	path, _ := e.c.ServiceAccountKubeconfig(t, namespace, sa)
 	return path
 }
 
