@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/tether-csi/tether/test/cluster"
 )
 
