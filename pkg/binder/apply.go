@@ -31,10 +31,7 @@ type Writer struct {
 
 // ApplyClaim carries out a claim decision.
 func (w *Writer) ApplyClaim(ctx context.Context, claim *v1.PersistentVolumeClaim, d ClaimDecision) error {
-	// ExternalProvisioning is told once, when the annotations are set; a
-	// claim waiting for its provisioner is synced on every change the
-	// provisioner makes, and each would repeat it.
-	if d.Event != nil && d.Op != ClaimProvision {
+	if d.Event != nil {
 		w.Recorder.Event(claim, d.Event.Type, d.Event.Reason, d.Event.Message)
 	}
 	switch d.Op {
@@ -57,9 +54,6 @@ func (w *Writer) ApplyClaim(ctx context.Context, claim *v1.PersistentVolumeClaim
 			var err error
 			if claim, err = w.updateClaim(ctx, c); err != nil {
 				return err
-			}
-			if d.Event != nil {
-				w.Recorder.Event(claim, d.Event.Type, d.Event.Reason, d.Event.Message)
 			}
 		}
 		_, err := w.claimPhase(ctx, claim, v1.ClaimPending, nil)

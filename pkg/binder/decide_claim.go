@@ -2,6 +2,7 @@ package binder
 
 import (
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -73,7 +74,18 @@ type ClaimInput struct {
 	// Match is the best volume found for an unbound claim with no
 	// volumeName (already reserved for it), nil for none.
 	Match *v1.PersistentVolume
+	// Waited is how long the claim has existed.
+	Waited time.Duration
 }
+
+// WaitingEventsAfter is how long a claim waits for its first consumer or
+// for its external provisioner before the binder tells so in an event
+// (WaitForFirstConsumer, ExternalProvisioning). kube-controller-manager
+// tells at once and on every sync; a claim that is served within seconds
+// needs no such notice, and under load those events were a third of the
+// API writes of provisioning (and crowded out the ones that matter). The
+// notice comes at the first sync past this age: within a resync period.
+const WaitingEventsAfter = 5 * time.Second
 
 // ClaimDecision is what to do with one claim.
 type ClaimDecision struct {
@@ -116,7 +128,7 @@ func DecideClaim(in ClaimInput) ClaimDecision {
 	className := in.Needs.Class
 	switch {
 	case DelayBinding(in.Class) && !metav1.HasAnnotation(in.Claim.ObjectMeta, storagehelpers.AnnSelectedNode):
-		return ClaimDecision{Op: ClaimPending, Event: normal(ReasonWaitForFirstConsumer, "waiting for first consumer to be created before binding")}
+		return ClaimDecision{Op: ClaimPending, Event: in.waiting(normal(ReasonWaitForFirstConsumer, "waiting for first consumer to be created before binding"))}
 	case className == "":
 		return ClaimDecision{Op: ClaimPending, Event: normal(ReasonFailedBinding, "no persistent volumes available for this claim and no storage class is set")}
 	case in.Class == nil:
@@ -125,8 +137,17 @@ func DecideClaim(in ClaimInput) ClaimDecision {
 		return ClaimDecision{Op: ClaimPending, Event: normal(ReasonFailedBinding, "no persistent volumes available for this claim, and storage class %q has no provisioner", className)}
 	default:
 		return ClaimDecision{Op: ClaimProvision, Provisioner: in.Class.Provisioner,
-			Event: normal(ReasonExternalProvisioning, "waiting for a volume to be created by the external provisioner %q or by the administrator; if this takes long, check that the provisioner is running", in.Class.Provisioner)}
+			Event: in.waiting(normal(ReasonExternalProvisioning, "waiting for a volume to be created by the external provisioner %q or by the administrator; if this takes long, check that the provisioner is running", in.Class.Provisioner))}
 	}
+}
+
+// waiting keeps a waiting notice only once the claim has waited long
+// enough (WaitingEventsAfter).
+func (in ClaimInput) waiting(e *Event) *Event {
+	if in.Waited < WaitingEventsAfter {
+		return nil
+	}
+	return e
 }
 
 func decideClaimWithVolumeName(in ClaimInput) ClaimDecision {

@@ -3,6 +3,7 @@ package binder
 import (
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -52,6 +53,7 @@ func TestDecideClaim(t *testing.T) {
 		defaultClass string
 		volume       *v1.PersistentVolume // what spec.volumeName names
 		match        *v1.PersistentVolume // what Reserve found
+		waited       time.Duration        // the claim's age
 		want         wantClaim
 	}{
 		// Unbound claims without volumeName.
@@ -72,22 +74,22 @@ func TestDecideClaim(t *testing.T) {
 			want: wantClaim{op: ClaimPending, event: normalEvent(ReasonFailedBinding)}},
 		{name: "unbound claim with beta class annotation, no match, provisioned, default class not set",
 			claim: newPVC("c", "1Gi", claimAnn(v1.BetaStorageClassAnnotation, "gold")), class: classGold, defaultClass: "standard",
-			want: wantClaim{op: ClaimProvision, provisioner: csiDriver, event: normalEvent(ReasonExternalProvisioning)}},
+			waited: time.Minute, want: wantClaim{op: ClaimProvision, provisioner: csiDriver, event: normalEvent(ReasonExternalProvisioning)}},
 		{name: "unbound claim with a class, no match, default class not set",
 			claim: newPVC("c", "1Gi", claimClass("gold")), class: classGold, defaultClass: "standard",
-			want: wantClaim{op: ClaimProvision, provisioner: csiDriver, event: normalEvent(ReasonExternalProvisioning)}},
+			waited: time.Minute, want: wantClaim{op: ClaimProvision, provisioner: csiDriver, event: normalEvent(ReasonExternalProvisioning)}},
 		{name: "unbound claim without class, no match, no default class",
 			claim: newPVC("c", "1Gi"),
 			want:  wantClaim{op: ClaimPending, event: wantEvent{typ: v1.EventTypeNormal, reason: ReasonFailedBinding, msg: "no storage class"}}},
 		{name: "unbound claim, WaitForFirstConsumer without selected-node, pending",
 			claim: newPVC("c", "1Gi", claimClass("wffc")), class: classWFFC,
-			want: wantClaim{op: ClaimPending, event: normalEvent(ReasonWaitForFirstConsumer)}},
+			waited: time.Minute, want: wantClaim{op: ClaimPending, event: normalEvent(ReasonWaitForFirstConsumer)}},
 		{name: "unbound claim, WaitForFirstConsumer no-provisioner class without selected-node, pending",
 			claim: newPVC("c", "1Gi", claimClass("local-wffc")), class: classLocalWF,
-			want: wantClaim{op: ClaimPending, event: normalEvent(ReasonWaitForFirstConsumer)}},
+			waited: time.Minute, want: wantClaim{op: ClaimPending, event: normalEvent(ReasonWaitForFirstConsumer)}},
 		{name: "unbound claim, WaitForFirstConsumer with selected-node, no match, provisioned",
 			claim: newPVC("c", "1Gi", claimClass("wffc"), claimSelectedNode("n1")), class: classWFFC,
-			want: wantClaim{op: ClaimProvision, provisioner: csiDriver, event: normalEvent(ReasonExternalProvisioning)}},
+			waited: time.Minute, want: wantClaim{op: ClaimProvision, provisioner: csiDriver, event: normalEvent(ReasonExternalProvisioning)}},
 		{name: "unbound claim, WaitForFirstConsumer with selected-node and a match, bind",
 			claim: newPVC("c", "1Gi", claimClass("wffc"), claimSelectedNode("n1")), class: classWFFC, match: pv1,
 			want: wantClaim{op: ClaimBind, volume: "pv-1"}},
@@ -98,9 +100,15 @@ func TestDecideClaim(t *testing.T) {
 			claim: newPVC("c", "1Gi", claimClass("local")), class: classLocal,
 			want: wantClaim{op: ClaimPending, event: wantEvent{typ: v1.EventTypeNormal, reason: ReasonFailedBinding, msg: "no provisioner"}}},
 		{name: "unbound claim, external class, provision",
-			claim: newPVC("c", "1Gi", claimClass("gold")), class: classGold,
+			claim: newPVC("c", "1Gi", claimClass("gold")), class: classGold, waited: time.Minute,
 			want: wantClaim{op: ClaimProvision, provisioner: csiDriver,
 				event: wantEvent{typ: v1.EventTypeNormal, reason: ReasonExternalProvisioning, msg: csiDriver}}},
+		{name: "young claim of an external class, provision without the waiting notice",
+			claim: newPVC("c", "1Gi", claimClass("gold")), class: classGold, waited: WaitingEventsAfter - time.Second,
+			want: wantClaim{op: ClaimProvision, provisioner: csiDriver}},
+		{name: "young WaitForFirstConsumer claim, pending without the waiting notice",
+			claim: newPVC("c", "1Gi", claimClass("wffc")), class: classWFFC,
+			want: wantClaim{op: ClaimPending}},
 
 		// Unbound claims with volumeName.
 		{name: "claim with volumeName, volume missing, pending without event",
@@ -164,7 +172,7 @@ func TestDecideClaim(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			needs, err := ParseClaim(tt.claim)
 			d := DecideClaim(ClaimInput{Claim: tt.claim, Needs: needs, NeedsErr: err, Class: tt.class,
-				DefaultClass: tt.defaultClass, Volume: tt.volume, Match: tt.match})
+				DefaultClass: tt.defaultClass, Volume: tt.volume, Match: tt.match, Waited: tt.waited})
 			checkClaimDecision(t, d, tt.want)
 		})
 	}
@@ -222,6 +230,7 @@ func TestClaimSync(t *testing.T) {
 		class        *storagev1.StorageClass
 		defaultClass string
 		node         map[string]string
+		waited       time.Duration
 		want         wantClaim
 	}{
 		{name: "unbound claim, smallest PV wins",
@@ -233,11 +242,11 @@ func TestClaimSync(t *testing.T) {
 		{name: "unbound claim of an external class, only a PV of another class, provision",
 			pvs:   []*v1.PersistentVolume{newPV("pv-1g", "1Gi")},
 			claim: newPVC("c", "1Gi", claimClass("gold")), class: classGold,
-			want: wantClaim{op: ClaimProvision, provisioner: csiDriver, event: normalEvent(ReasonExternalProvisioning)}},
+			waited: time.Minute, want: wantClaim{op: ClaimProvision, provisioner: csiDriver, event: normalEvent(ReasonExternalProvisioning)}},
 		{name: "unbound WaitForFirstConsumer claim without node, free PV not taken",
 			pvs:   []*v1.PersistentVolume{newPV("pv-1g", "1Gi", pvClass("wffc"))},
 			claim: newPVC("c", "1Gi", claimClass("wffc")), class: classWFFC,
-			want: wantClaim{op: ClaimPending, event: normalEvent(ReasonWaitForFirstConsumer)}},
+			waited: time.Minute, want: wantClaim{op: ClaimPending, event: normalEvent(ReasonWaitForFirstConsumer)}},
 		{name: "unbound WaitForFirstConsumer claim without node, pre-bound PV bound",
 			pvs:   []*v1.PersistentVolume{newPV("pv-1g", "1Gi", pvClass("wffc")), newPV("pv-pre", "1Gi", pvClass("wffc"), pvClaimRef("c", ""))},
 			claim: newPVC("c", "1Gi", claimClass("wffc")), class: classWFFC,
@@ -256,7 +265,7 @@ func TestClaimSync(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ix := indexOf(tt.pvs...)
 			needs, err := ParseClaim(tt.claim)
-			in := ClaimInput{Claim: tt.claim, Needs: needs, NeedsErr: err, Class: tt.class, DefaultClass: tt.defaultClass}
+			in := ClaimInput{Claim: tt.claim, Needs: needs, NeedsErr: err, Class: tt.class, DefaultClass: tt.defaultClass, Waited: tt.waited}
 			if !BindCompleted(tt.claim) && tt.claim.Spec.VolumeName == "" && err == nil {
 				in.Match = ix.Reserve(MatchQuery{Needs: needs, DelayBinding: DelayBinding(tt.class), NodeLabels: tt.node})
 			}

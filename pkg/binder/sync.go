@@ -54,7 +54,8 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 func (c *Controller) syncClaimOnce(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
 	start := time.Now()
 	needs, needsErr := ParseClaim(claim)
-	in := ClaimInput{Claim: claim, Needs: needs, NeedsErr: needsErr, DefaultClass: c.defaultClass()}
+	in := ClaimInput{Claim: claim, Needs: needs, NeedsErr: needsErr, DefaultClass: c.defaultClass(),
+		Waited: time.Since(claim.CreationTimestamp.Time)}
 	if needs.Class != "" {
 		in.Class, _ = c.classLister.Get(needs.Class)
 	}

@@ -129,8 +129,10 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 	return p.forgetInFlight(ctx, claim)
 }
 
-// savedPV returns the claim's PV, or nil when it is not saved (asking the
-// API server when the cache has none).
+// savedPV returns the claim's PV, or nil when it is not saved. When the
+// cache has none, the API server is asked only for a claim being deleted,
+// where "not saved" leads to deleting the volume; otherwise the PV's
+// arrival in the cache queues the claim again.
 func (r *InFlight) savedPV(ctx context.Context, name string, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolume, error) {
 	obj, exists, err := r.o.Volumes.GetStore().GetByKey(name)
 	if err != nil {
@@ -138,6 +140,9 @@ func (r *InFlight) savedPV(ctx context.Context, name string, claim *v1.Persisten
 	}
 	pv, _ := obj.(*v1.PersistentVolume)
 	if !exists {
+		if claim.DeletionTimestamp == nil {
+			return nil, nil
+		}
 		pv, err = r.p.o.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil

@@ -9,8 +9,9 @@ import (
 )
 
 // APIRequests sums the API server's apiserver_request_total counter from
-// its /metrics text by "VERB resource[/subresource]", over codes and
-// scopes.
+// its /metrics text by "VERB resource[/subresource]", over scopes and
+// codes, but for conflicts (409), which are counted apart under
+// "VERB resource[/subresource] (conflict)".
 func APIRequests(metrics string) map[string]float64 {
 	const name = "apiserver_request_total{"
 	sums := map[string]float64{}
@@ -30,6 +31,9 @@ func APIRequests(metrics string) map[string]float64 {
 		key := labels["verb"] + " " + labels["resource"]
 		if sub := labels["subresource"]; sub != "" {
 			key += "/" + sub
+		}
+		if labels["code"] == "409" {
+			key += " (conflict)"
 		}
 		sums[key] += v
 	}

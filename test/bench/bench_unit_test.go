@@ -104,12 +104,12 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="",res
 apiserver_request_duration_seconds_bucket{verb="POST",le="1"} 99
 `
 	got := APIRequests(text)
-	want := map[string]float64{"POST persistentvolumes": 12, "PUT persistentvolumeclaims/status": 4, "GET pods": 10}
+	want := map[string]float64{"POST persistentvolumes": 10, "POST persistentvolumes (conflict)": 2, "PUT persistentvolumeclaims/status": 4, "GET pods": 10}
 	if !maps.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 	line := RequestsPerClaim(map[string]float64{"POST persistentvolumes": 2}, got, 10)
-	for _, s := range []string{"per claim: 2.40 (writes 1.40)", "POST persistentvolumes 1.00", "GET pods 1.00", "PUT persistentvolumeclaims/status 0.40"} {
+	for _, s := range []string{"per claim: 2.40 (writes 1.40)", "POST persistentvolumes 0.80", "POST persistentvolumes (conflict) 0.20", "GET pods 1.00", "PUT persistentvolumeclaims/status 0.40"} {
 		if !strings.Contains(line, s) {
 			t.Errorf("%q lacks %q", line, s)
 		}
@@ -117,17 +117,17 @@ apiserver_request_duration_seconds_bucket{verb="POST",le="1"} 99
 }
 
 func TestCPUParsing(t *testing.T) {
-	busy, total := ParseProcStat("cpu  100 5 50 800 20 3 2 0 0 0\ncpu0 1 2 3\n")
-	if busy != 160 || total != 980 {
-		t.Errorf("ParseProcStat: busy %d total %d, want 160 980", busy, total)
+	busy, steal, total := ParseProcStat("cpu  100 5 50 800 20 3 2 7 0 0\ncpu0 1 2 3\n")
+	if busy != 160 || steal != 7 || total != 987 {
+		t.Errorf("ParseProcStat: busy %d steal %d total %d, want 160 7 987", busy, steal, total)
 	}
 	comm, ticks, ok := ParsePidStat("42 (kube-apiserver) S 1 42 42 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 12 0")
 	if !ok || comm != "kube-apiserver" || ticks != 325 {
 		t.Errorf("ParsePidStat: %q %d %v", comm, ticks, ok)
 	}
 	line := CPUUse(CPU{Busy: 100, Total: 1000, ByProgram: map[string]int64{"etcd": 10}},
-		CPU{Busy: 600, Total: 2000, ByProgram: map[string]int64{"etcd": 110}}, 100)
-	if want := "machine CPU busy 50%; etcd 1.00s (10.0 ms/claim)"; line != want {
+		CPU{Busy: 600, Steal: 100, Total: 2000, ByProgram: map[string]int64{"etcd": 110}}, 100)
+	if want := "machine CPU busy 50%, stolen 10%; etcd 1.00s (10.0 ms/claim)"; line != want {
 		t.Errorf("CPUUse: %q, want %q", line, want)
 	}
 }

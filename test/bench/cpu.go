@@ -12,7 +12,9 @@ import (
 // CPU is a snapshot of CPU time: the machine's busy and total clock ticks,
 // and the ticks spent by each program (by command name) of interest.
 type CPU struct {
-	Busy, Total int64
+	// Busy counts user, system, irq and the like; Steal is time the
+	// hypervisor gave to other machines.
+	Busy, Steal, Total int64
 	ByProgram   map[string]int64
 }
 
@@ -20,7 +22,7 @@ type CPU struct {
 func ReadCPU(programs ...string) CPU {
 	s := CPU{ByProgram: map[string]int64{}}
 	if raw, err := os.ReadFile("/proc/stat"); err == nil {
-		s.Busy, s.Total = ParseProcStat(string(raw))
+		s.Busy, s.Steal, s.Total = ParseProcStat(string(raw))
 	}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
@@ -35,22 +37,26 @@ func ReadCPU(programs ...string) CPU {
 	return s
 }
 
-// ParseProcStat returns the busy and total ticks of /proc/stat's cpu line
-// (idle and iowait count as not busy).
-func ParseProcStat(stat string) (busy, total int64) {
+// ParseProcStat returns the busy, stolen and total ticks of /proc/stat's
+// cpu line (idle and iowait are neither busy nor stolen).
+func ParseProcStat(stat string) (busy, steal, total int64) {
 	line, _, _ := strings.Cut(stat, "\n")
 	fields := strings.Fields(line)
 	if len(fields) < 6 || fields[0] != "cpu" {
-		return 0, 0
+		return 0, 0, 0
 	}
 	for i, f := range fields[1:] {
 		v, _ := strconv.ParseInt(f, 10, 64)
 		total += v
-		if i != 3 && i != 4 { // idle, iowait
+		switch i {
+		case 3, 4: // idle, iowait
+		case 7:
+			steal += v
+		default:
 			busy += v
 		}
 	}
-	return busy, total
+	return busy, steal, total
 }
 
 // ParsePidStat returns the command name and utime+stime of a
@@ -75,7 +81,7 @@ func ParsePidStat(stat string) (comm string, ticks int64, ok bool) {
 func CPUUse(before, after CPU, n int) string {
 	var b strings.Builder
 	if d := after.Total - before.Total; d > 0 {
-		fmt.Fprintf(&b, "machine CPU busy %.0f%%;", 100*float64(after.Busy-before.Busy)/float64(d))
+		fmt.Fprintf(&b, "machine CPU busy %.0f%%, stolen %.0f%%;", 100*float64(after.Busy-before.Busy)/float64(d), 100*float64(after.Steal-before.Steal)/float64(d))
 	}
 	names := make([]string, 0, len(after.ByProgram))
 	for k := range after.ByProgram {

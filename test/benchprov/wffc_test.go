@@ -25,6 +25,9 @@ func TestBenchWFFC(t *testing.T) {
 	var rows []row
 	for _, p := range []pair{{"tether", qps, false}, {"upstream", qps, true}} {
 		label := fmt.Sprintf("%s@%s", p.name, qpsLabel(p.qps))
+		if !selected(p, label) {
+			continue
+		}
 		t.Run(label, func(t *testing.T) {
 			rows = append(rows, runWFFC(t, p, n, label))
 		})
