@@ -15,7 +15,7 @@ type CPU struct {
 	// Busy counts user, system, irq and the like; Steal is time the
 	// hypervisor gave to other machines.
 	Busy, Steal, Total int64
-	ByProgram   map[string]int64
+	ByProgram          map[string]int64
 }
 
 // ReadCPU takes a snapshot from /proc for the named programs.
