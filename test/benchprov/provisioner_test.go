@@ -64,26 +64,10 @@ func TestBenchProvisioner(t *testing.T) {
 	n := envInt(t, "BENCH_N", 1000)
 	qps := envInt(t, "BENCH_QPS", 2000)
 	pairs := []pair{{"tether", 0, false}, {"upstream", 0, true}, {"tether", qps, false}, {"upstream", qps, true}}
-	var rows []row
-	for _, p := range pairs {
-		label := fmt.Sprintf("%s@%s", p.name, qpsLabel(p.qps))
-		if !selected(p, label) {
-			continue
-		}
-		t.Run(label, func(t *testing.T) {
-			rows = append(rows, runPair(t, p, n, label))
-		})
-	}
+	rows := runAll(t, pairs, func(t *testing.T, p pair, label string) row { return runPair(t, p, n, label) })
 	report := render(fmt.Sprintf("provisioner bench: %d claims (1Gi, Immediate, Delete) through the csi-test mock driver", n), rows)
 	t.Log("\n" + report)
 	fmt.Print(report)
-}
-
-// selected applies BENCH_ONLY: a pair's name ("tether", "upstream") or
-// label ("tether@qps2000").
-func selected(p pair, label string) bool {
-	only := os.Getenv("BENCH_ONLY")
-	return only == "" || only == p.name || only == label
 }
 
 func benchEnabled() bool { return os.Getenv("TETHER_BENCH") != "" }
@@ -93,19 +77,6 @@ func qpsLabel(q int) string {
 		return "defaults"
 	}
 	return "qps" + strconv.Itoa(q)
-}
-
-// row is one measured run.
-type row struct {
-	label              string
-	n                  int
-	total, p50, p99    time.Duration
-	binderRSS, provRSS int64
-	failed             string
-	requests           string // API requests per claim, by verb and resource
-	cpu                string // CPU use during the run
-	upstream           bool
-	qps                int
 }
 
 func runPair(t *testing.T, p pair, n int, label string) row {
@@ -392,47 +363,3 @@ func peakRSS(p *cluster.Process) int64 {
 	rss, _ := bench.ParseVmHWM(string(data))
 	return rss
 }
-
-// render prints the rows, with the ratio of tether to upstream at each
-// QPS setting.
-func render(title string, rows []row) string {
-	var b strings.Builder
-	b.WriteString(title + ".\nTimes from the first claim's creation; latency from each claim's creation to Bound, seen by a watch; RSS is VmHWM.\n")
-	f := "%-22s %10s %9s %8s %8s %12s %12s\n"
-	fmt.Fprintf(&b, f, "pair", "all bound", "claims/s", "p50", "p99", "binder RSS", "prov. RSS")
-	byKey := map[string]row{}
-	for _, r := range rows {
-		if r.failed != "" {
-			fmt.Fprintf(&b, "%-22s failed: %s\n", r.label, r.failed)
-			continue
-		}
-		fmt.Fprintf(&b, f, r.label, sec(r.total), fmt.Sprintf("%.1f", rate(r)), sec(r.p50), sec(r.p99), mib(r.binderRSS), mib(r.provRSS))
-		byKey[fmt.Sprintf("%v-%d", r.upstream, r.qps)] = r
-	}
-	for _, r := range rows {
-		u, ok := byKey[fmt.Sprintf("true-%d", r.qps)]
-		if r.upstream || r.failed != "" || !ok {
-			continue
-		}
-		fmt.Fprintf(&b, "tether/upstream at %s: %.2fx the claims/s, %.2fx the p99\n", qpsLabel(r.qps), rate(r)/rate(u), float64(r.p99)/float64(u.p99))
-	}
-	for _, r := range rows {
-		if r.requests != "" {
-			fmt.Fprintf(&b, "%s: %s\n", r.label, r.requests)
-		}
-		if r.cpu != "" {
-			fmt.Fprintf(&b, "%s: %s\n", r.label, r.cpu)
-		}
-	}
-	return b.String()
-}
-
-func rate(r row) float64 {
-	if r.total <= 0 {
-		return 0
-	}
-	return float64(r.n) / r.total.Seconds()
-}
-
-func sec(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
-func mib(b int64) string         { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -22,16 +22,8 @@ func TestBenchWFFC(t *testing.T) {
 	}
 	n := envInt(t, "BENCH_N", 200)
 	qps := envInt(t, "BENCH_QPS", 2000)
-	var rows []row
-	for _, p := range []pair{{"tether", qps, false}, {"upstream", qps, true}} {
-		label := fmt.Sprintf("%s@%s", p.name, qpsLabel(p.qps))
-		if !selected(p, label) {
-			continue
-		}
-		t.Run(label, func(t *testing.T) {
-			rows = append(rows, runWFFC(t, p, n, label))
-		})
-	}
+	pairs := []pair{{"tether", qps, false}, {"upstream", qps, true}}
+	rows := runAll(t, pairs, func(t *testing.T, p pair, label string) row { return runWFFC(t, p, n, label) })
 	report := render(fmt.Sprintf("WaitForFirstConsumer bench: %d pods, each with its own claim, through kube-scheduler onto a fake node with the mock driver", n), rows)
 	t.Log("\n" + report)
 	fmt.Print(report)
