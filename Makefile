@@ -44,10 +44,10 @@ chaos: tools ## the chaos run: CHAOS_CLAIMS claims under kills and deletes (make
 	CHAOS_CLAIMS=$(CHAOS_CLAIMS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_DURATION=$(CHAOS_DURATION) \
 	  $(GO) test -count=1 -timeout 60m -v -run '^TestChaos$$' ./test/chaos/
 
-bench-provisioner: tools ## tether binder+provisioner against KCM+external-provisioner v6.3.0: 1000 Immediate claims (BENCH_N, BENCH_QPS)
+bench-provisioner: tools ## tether binder+provisioner against KCM+external-provisioner v6.3.0: 1000 Immediate claims (BENCH_N, BENCH_QPS, BENCH_RUNS, BENCH_ONLY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -v -run '^TestBenchProvisioner$$' ./test/benchprov/
 
-bench-wffc: tools ## 200 pods with WaitForFirstConsumer claims through kube-scheduler, tether against KCM+EP (BENCH_N, BENCH_QPS)
+bench-wffc: tools ## 200 pods with WaitForFirstConsumer claims through kube-scheduler, tether against KCM+EP (BENCH_N, BENCH_QPS, BENCH_RUNS=5, BENCH_ONLY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 60m -v -run '^TestBenchWFFC$$' ./test/benchprov/
 
 unit: ## unit tests only (no control plane)

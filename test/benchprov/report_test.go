@@ -23,11 +23,11 @@ type row struct {
 	round              int // which of BENCH_RUNS rounds
 }
 
-// runAll runs every selected pair BENCH_RUNS times (default 1), the pairs
-// interleaved within each round so that a slow spell of the machine does
-// not land on one pair only.
-func runAll(t *testing.T, pairs []pair, run func(*testing.T, pair, string) row) []row {
-	runs := envInt(t, "BENCH_RUNS", 1)
+// runAll runs every selected pair BENCH_RUNS times (default defaultRuns),
+// the pairs interleaved within each round so that a slow spell of the
+// machine does not land on one pair only.
+func runAll(t *testing.T, pairs []pair, defaultRuns int, run func(*testing.T, pair, string) row) []row {
+	runs := envInt(t, "BENCH_RUNS", defaultRuns)
 	var rows []row
 	for round := 1; round <= runs; round++ {
 		for _, p := range pairs {

@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	storagev1 "k8s.io/api/storage/v1"
 
+	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/test/cluster"
 )
 
@@ -47,5 +49,10 @@ func provisionAndBind(t *testing.T, c *cluster.Cluster) {
 		if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != pvc.UID || pv.Status.Phase != "Bound" {
 			t.Errorf("%s: PV %s claimRef %+v phase %s", pvc.Name, pv.Name, pv.Spec.ClaimRef, pv.Status.Phase)
 		}
+		// Whichever binder bound it, the in-flight record goes (KCM's
+		// binder leaves it to our provisioner's reconciler).
+		eventually(t, pvc.Name+" without the in-flight record", func(context.Context) (bool, error) {
+			return !inflight.Holds(getClaim(t, c.Client, pvc.Name)), nil
+		})
 	}
 }
