@@ -27,7 +27,8 @@ type options struct {
 	pprof        bool
 }
 
-func main() {
+// defaultOptions are the flags' defaults.
+func defaultOptions() options {
 	o := options{
 		// The binder makes about five writes per claim; these limits let it
 		// bind a few hundred claims a second.
@@ -36,6 +37,11 @@ func main() {
 		workers: 16,
 		resync:  15 * time.Second,
 	}
+	return o
+}
+
+// newFlagSet registers every flag on o.
+func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("binder", flag.ExitOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: binder [flags]\n\nBinds PersistentVolumeClaims to PersistentVolumes, in place of kube-controller-manager's\npersistentvolume-binder-controller (run that with --controllers=-persistentvolume-binder-controller,*).\n\nFlags:\n")
@@ -48,6 +54,12 @@ func main() {
 	fs.DurationVar(&o.resync, "resync-period", o.resync, "How often every claim and volume is synced again even without a change.")
 	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve /metrics and /healthz on. Empty serves nothing.")
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "Also serve Go's profiles under /debug/pprof/ on --http-endpoint.")
+	return fs
+}
+
+func main() {
+	o := defaultOptions()
+	fs := newFlagSet(&o)
 	_ = fs.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

@@ -52,10 +52,11 @@ type options struct {
 	orphans                       provisioner.SweepOptions
 }
 
-func main() {
+// defaultOptions are the flags' defaults.
+func defaultOptions() options {
 	o := options{
 		// external-provisioner's 5 and 10 allow a few claims a second; a
-		// claim costs about five requests, so these allow hundreds.
+		// claim costs about seven requests, so these allow hundreds.
 		kube:               server.KubeOptions{QPS: 1000, Burst: 2000},
 		leader:             server.DefaultLeaderOptions("", false),
 		csiAddress:         "/run/csi/socket",
@@ -71,6 +72,11 @@ func main() {
 		orphans:            provisioner.SweepOptions{Policy: provisioner.OrphanReport, Interval: 10 * time.Minute, MinAge: time.Hour},
 	}
 	o.leader.RetryPeriod = 5 * time.Second // external-provisioner's default
+	return o
+}
+
+// newFlagSet registers every flag on o.
+func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("provisioner", flag.ExitOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: provisioner [flags]\n\nProvisions and deletes volumes through a CSI driver, as external-provisioner does.\n\nFlags:\n")
@@ -103,6 +109,12 @@ func main() {
 	fs.StringVar((*string)(&o.orphans.Policy), "orphan-policy", string(o.orphans.Policy), "What the orphan sweep does with a backend volume that has our name prefix but no PV and no in-flight claim: report (a metric and an event) or delete.")
 	fs.DurationVar(&o.orphans.Interval, "orphan-sweep-interval", o.orphans.Interval, "How often the orphan sweep lists the driver's volumes (when it has LIST_VOLUMES); 0 turns it off.")
 	fs.DurationVar(&o.orphans.MinAge, "orphan-min-age", o.orphans.MinAge, "With --orphan-policy=delete, how long a volume must have been seen orphaned before it is deleted.")
+	return fs
+}
+
+func main() {
+	o := defaultOptions()
+	fs := newFlagSet(&o)
 	_ = fs.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
