@@ -151,18 +151,55 @@ func TestTombstones(t *testing.T) {
 	}
 }
 
+// Expired records go at the next delete, not at some later sweep, and the
+// number held stays that of the deletes within one TTL.
 func TestTombstonesExpire(t *testing.T) {
-	var ts tombstones
+	now := time.Unix(1000, 0)
+	ts := tombstones{now: func() time.Time { return now }}
 	ts.add("old", "1")
-	ts.byKey["old"] = tomb{rv: "1", at: time.Now().Add(-tombstoneTTL - time.Minute)}
+	now = now.Add(tombstoneTTL / 2)
+	ts.add("middle", "1")
+	now = now.Add(tombstoneTTL/2 + time.Second)
 	ts.add("recent", "1")
-	for i := 0; ts.adds%1024 != 0; i++ {
-		ts.add(fmt.Sprintf("k%d", i), "1")
+	if _, ok := ts.byKey["old"]; ok || ts.len() != 2 {
+		t.Errorf("after one delete past the TTL: records %v, want middle and recent", ts.byKey)
 	}
 	if ts.buried("old", "1") {
 		t.Error("expired tombstone still buries")
 	}
-	if !ts.buried("recent", "1") {
-		t.Error("recent tombstone swept")
+	if !ts.buried("middle", "1") || !ts.buried("recent", "1") {
+		t.Error("a tombstone within its TTL was swept")
+	}
+
+	// A record that expired but was not swept yet buries nothing.
+	now = now.Add(tombstoneTTL)
+	if ts.buried("middle", "1") {
+		t.Error("a tombstone past its TTL still buries before the next sweep")
+	}
+
+	// A steady stream of deletes: one a second for ten TTLs.
+	for i := range 10 * int(tombstoneTTL/time.Second) {
+		now = now.Add(time.Second)
+		ts.add(fmt.Sprintf("k%d", i), "1")
+		if limit := int(tombstoneTTL/time.Second) + 1; ts.len() > limit || len(ts.order) > limit {
+			t.Fatalf("after %d deletes: %d records, %d queued; want at most %d", i+1, ts.len(), len(ts.order), limit)
+		}
+	}
+}
+
+// A key deleted again keeps its newer record when the older one expires.
+func TestTombstonesReAdded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	ts := tombstones{now: func() time.Time { return now }}
+	ts.add("a", "1")
+	now = now.Add(tombstoneTTL / 2)
+	ts.add("a", "7")
+	now = now.Add(tombstoneTTL/2 + time.Second)
+	ts.add("b", "1") // sweeps a's first record
+	if !ts.buried("a", "7") {
+		t.Error("a's second record was swept with its first")
+	}
+	if len(ts.order) != 2 {
+		t.Errorf("queue %v, want a's second record and b", ts.order)
 	}
 }
