@@ -74,13 +74,26 @@ func (c *Controller) syncClaimOnce(ctx context.Context, claim *v1.PersistentVolu
 	d := DecideClaim(in)
 	key := claimKey(claim.Namespace, claim.Name)
 	if d.Op == ClaimPending || d.Op == ClaimProvision {
-		c.pending.add(key, needs.Class)
+		c.markPending(key, needs.Class)
 	} else {
 		c.pending.remove(key)
 	}
 	err := c.writer.ApplyClaim(ctx, claim, d)
 	c.metrics.observe("claim-"+d.Op.String(), start, err)
 	return err
+}
+
+// markPending records a waiting claim. The claim may have been deleted
+// since this sync read it, and the delete handler may already have
+// removed its key: then the key would stay for ever. The handler deletes
+// from the cache before it removes the key, so checking the cache after
+// adding leaves no window.
+func (c *Controller) markPending(key, class string) {
+	c.pending.add(key, class)
+	namespace, name, _ := strings.Cut(key, "/")
+	if _, ok := c.claims.Get(namespace, name); !ok {
+		c.pending.remove(key)
+	}
 }
 
 // selectedNodeLabels returns the labels of the node the scheduler chose for
