@@ -57,6 +57,7 @@ type Controller struct {
 	writer      *Writer
 	metrics     *Metrics
 	pending     *pendingClaims
+	gone        goneClaims
 	synced      []cache.InformerSynced
 	broadcaster record.EventBroadcaster
 }

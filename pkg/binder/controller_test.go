@@ -1,14 +1,17 @@
 package binder
 
 import (
+	"sync/atomic"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -69,3 +72,113 @@ func TestPendingClaimDeletedMidSync(t *testing.T) {
 		})
 	}
 }
+
+// claimOf asks the API server once about a claimRef whose claim is gone or
+// was replaced by one of another UID, not on every resync; it asks again
+// for a new volume of the same name or a new claimRef UID.
+func TestClaimOfAsksOnce(t *testing.T) {
+	reused := newPVC("c", "1Gi", claimUID("uid-new"))
+	for _, tt := range []struct {
+		name      string
+		api       []runtime.Object // claims in the API server
+		cached    *v1.PersistentVolumeClaim
+		pv        *v1.PersistentVolume
+		wantClaim string // UID of the returned claim, "" for nil
+		wantGets  int32  // API reads after three calls
+	}{
+		{name: "released volume, name reused by a newer claim",
+			api: []runtime.Object{reused}, cached: reused,
+			pv:       newPV("pv", "1Gi", pvClaimRef("c", "uid-old"), pvPhase(v1.VolumeReleased)),
+			wantGets: 1},
+		{name: "bound volume, claim gone from the API and the cache",
+			pv:       newPV("pv", "1Gi", pvClaimRef("c", "uid-old"), pvPhase(v1.VolumeBound)),
+			wantGets: 1},
+		{name: "bound volume, name reused in the API and the cache",
+			api: []runtime.Object{reused}, cached: reused,
+			pv:       newPV("pv", "1Gi", pvClaimRef("c", "uid-old"), pvPhase(v1.VolumeBound)),
+			wantGets: 1},
+		{name: "bound volume, stale cache holds another UID, the API the right one",
+			api:       []runtime.Object{newPVC("c", "1Gi", claimUID("uid-old"), claimRV("9"))},
+			cached:    newPVC("c", "1Gi", claimUID("uid-new"), claimRV("5")),
+			pv:        newPV("pv", "1Gi", pvClaimRef("c", "uid-old"), pvPhase(v1.VolumeBound)),
+			wantClaim: "uid-old", wantGets: 1},
+		{name: "released volume, claim gone from the cache: no read at all",
+			pv:       newPV("pv", "1Gi", pvClaimRef("c", "uid-old"), pvPhase(v1.VolumeReleased)),
+			wantGets: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, client := newTestController(t, tt.api...)
+			gets := countClaimGets(client)
+			if tt.cached != nil {
+				c.claims.Upsert(tt.cached)
+			}
+			for range 3 {
+				got, err := c.claimOf(t.Context(), tt.pv)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if uid := uidOf(got); uid != tt.wantClaim {
+					t.Fatalf("claimOf = claim %q, want %q", uid, tt.wantClaim)
+				}
+			}
+			if got := gets.Load(); got != tt.wantGets {
+				t.Errorf("%d claim reads from the API, want %d", got, tt.wantGets)
+			}
+		})
+	}
+}
+
+func TestClaimOfAsksAgain(t *testing.T) {
+	reused := newPVC("c", "1Gi", claimUID("uid-new"))
+	c, client := newTestController(t, reused)
+	gets := countClaimGets(client)
+	c.claims.Upsert(reused)
+	pv := newPV("pv", "1Gi", pvClaimRef("c", "uid-old"), pvPhase(v1.VolumeReleased))
+	call := func() {
+		t.Helper()
+		if _, err := c.claimOf(t.Context(), pv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call()
+	call()
+	if got := gets.Load(); got != 1 {
+		t.Fatalf("%d reads, want 1", got)
+	}
+	// The volume is deleted and made again under its name.
+	c.volumeHandler().OnDelete(pv)
+	call()
+	if got := gets.Load(); got != 2 {
+		t.Errorf("after the volume was deleted: %d reads, want 2", got)
+	}
+	// The claimRef now names another claim.
+	pv = newPV("pv", "1Gi", pvClaimRef("c", "uid-other"), pvPhase(v1.VolumeReleased))
+	call()
+	if got := gets.Load(); got != 3 {
+		t.Errorf("after the claimRef changed: %d reads, want 3", got)
+	}
+	if len(c.gone.byVol) != 1 {
+		t.Errorf("%d volumes remembered, want 1", len(c.gone.byVol))
+	}
+}
+
+func countClaimGets(client *fake.Clientset) *atomic.Int32 {
+	var n atomic.Int32
+	client.PrependReactor("get", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+		n.Add(1)
+		return false, nil, nil
+	})
+	return &n
+}
+
+func uidOf(c *v1.PersistentVolumeClaim) string {
+	if c == nil {
+		return ""
+	}
+	return string(c.UID)
+}
+
+func claimRV(rv string) pvcOpt {
+	return func(c *v1.PersistentVolumeClaim) { c.ResourceVersion = rv }
+}
+

@@ -75,6 +75,7 @@ func (c *Controller) volumeHandler() cache.ResourceEventHandler {
 				return
 			}
 			c.volumes.Delete(pv)
+			c.gone.forget(pv.Name)
 			if ref := pv.Spec.ClaimRef; ref != nil {
 				// A bound claim whose volume is gone is Lost.
 				c.claimQueue.Add(claimKey(ref.Namespace, ref.Name))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 )
@@ -196,17 +198,54 @@ func (c *Controller) claimOf(ctx context.Context, pv *v1.PersistentVolume) (*v1.
 	if !ok && slices.Contains([]v1.PersistentVolumePhase{v1.VolumeReleased, v1.VolumeFailed}, pv.Status.Phase) {
 		return nil, nil // already released; nothing more to learn
 	}
+	if c.gone.has(pv.Name, ref.UID) {
+		// The API server said so before, and a UID never comes back: a
+		// claim that reuses the name (in the cache or not) changes nothing.
+		return nil, nil
+	}
 	fresh, err := c.opts.Client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		c.gone.set(pv.Name, ref.UID)
 		return nil, nil
 	} else if err != nil {
 		return nil, err
 	}
 	fresh = c.claims.Upsert(fresh)
 	if fresh.UID != ref.UID {
+		c.gone.set(pv.Name, ref.UID)
 		return nil, nil
 	}
 	return fresh, nil
+}
+
+// goneClaims remembers, per volume, the claim UID in its claimRef that the
+// API server said no longer exists, so that claimOf asks only once. One
+// entry per volume at most; the volume's deletion drops it.
+type goneClaims struct {
+	mu    sync.Mutex
+	byVol map[string]types.UID
+}
+
+func (g *goneClaims) has(volume string, uid types.UID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	got, ok := g.byVol[volume]
+	return ok && got == uid
+}
+
+func (g *goneClaims) set(volume string, uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byVol == nil {
+		g.byVol = map[string]types.UID{}
+	}
+	g.byVol[volume] = uid
+}
+
+func (g *goneClaims) forget(volume string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.byVol, volume)
 }
 
 // conflictedVolume names the PV that a conflict error is about, if any.
