@@ -76,7 +76,7 @@ func New(opts Options) (*Controller, error) {
 		volumes: NewIndex(),
 		pending: newPendingClaims(),
 		factory: informers.NewSharedInformerFactoryWithOptions(opts.Client, opts.ResyncPeriod,
-			informers.WithTransform(stripManagedFields)),
+			informers.WithTransform(transform)),
 		claimQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "claims"}),
 		volumeQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -109,7 +109,16 @@ func New(opts Options) (*Controller, error) {
 	return c, nil
 }
 
-func stripManagedFields(obj any) (any, error) {
+// transform trims what the informers cache. Of a node the binder needs only
+// the labels (a volume's node affinity is matched against them), so it keeps
+// the name, UID, resourceVersion and labels and drops the rest, status
+// included; of other objects it drops the managed fields.
+func transform(obj any) (any, error) {
+	if n, ok := obj.(*v1.Node); ok {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
+		}}, nil
+	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
 	}

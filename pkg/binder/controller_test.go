@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -182,3 +183,41 @@ func claimRV(rv string) pvcOpt {
 	return func(c *v1.PersistentVolumeClaim) { c.ResourceVersion = rv }
 }
 
+// The informers keep of a node only what the binder reads, and of other
+// objects all but the managed fields.
+func TestTransform(t *testing.T) {
+	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid", ResourceVersion: "7",
+			Labels: map[string]string{"host": "n1"}, Annotations: map[string]string{"big": "yes"}, ManagedFields: managed},
+		Spec:   v1.NodeSpec{PodCIDR: "10.0.0.0/24"},
+		Status: v1.NodeStatus{Images: []v1.ContainerImage{{Names: []string{"a"}}}},
+	}
+	claim := newPVC("c", "1Gi", claimAnn("a", "b"))
+	claim.ManagedFields = managed
+	wantClaim := claim.DeepCopy()
+	wantClaim.ManagedFields = nil
+	for _, tt := range []struct {
+		name string
+		in   any
+		want any
+	}{
+		{"node", node, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid", ResourceVersion: "7",
+			Labels: map[string]string{"host": "n1"}}}},
+		{"claim", claim, wantClaim},
+		{"not an object", "x", "x"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := transform(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(got, tt.want) {
+				t.Errorf("transform = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if _, err := transform(node); err != nil || node.Status.Images == nil {
+		t.Error("transform changed the node it was given")
+	}
+}
