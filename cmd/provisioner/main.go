@@ -50,6 +50,7 @@ type options struct {
 	capacityPoll                  time.Duration
 	capacityOwnerLevel            int
 	orphans                       provisioner.SweepOptions
+	clusterID                     string
 }
 
 // defaultOptions are the flags' defaults.
@@ -109,6 +110,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar((*string)(&o.orphans.Policy), "orphan-policy", string(o.orphans.Policy), "What the orphan sweep does with a backend volume that has our name prefix but no PV and no in-flight claim: report (a metric and an event) or delete.")
 	fs.DurationVar(&o.orphans.Interval, "orphan-sweep-interval", o.orphans.Interval, "How often the orphan sweep lists the driver's volumes (when it has LIST_VOLUMES); 0 turns it off.")
 	fs.DurationVar(&o.orphans.MinAge, "orphan-min-age", o.orphans.MinAge, "With --orphan-policy=delete, how long a volume must have been seen orphaned before it is deleted.")
+	fs.StringVar(&o.clusterID, "cluster-id", "", "With --orphan-policy=delete, this cluster's ID in the ownership mark (the "+provisioner.OwnerKey+" CreateVolume parameter) that new volumes get and that the sweep deletes by; empty is the UID of the kube-system namespace.")
 	return fs
 }
 
@@ -159,6 +161,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	if o.orphans.Policy == provisioner.OrphanDelete {
+		// Mark new volumes as this cluster's: the sweep deletes no others.
+		if o.request.Owner, err = clusterID(ctx, client, o.clusterID); err != nil {
+			return err
+		}
+	}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	claimInf := factory.Core().V1().PersistentVolumeClaims()
 	volumeInf := factory.Core().V1().PersistentVolumes()
@@ -173,7 +181,7 @@ func run(ctx context.Context, o options) error {
 		Topology: caps.AccessibilityConstraints, StrictTopology: o.strictTopology, ImmediateTopology: o.immediateTopo,
 		Clone: caps.Clone, GetCapacity: caps.GetCapacity,
 		Identity: fmt.Sprintf("%d-%s-%s", time.Now().UnixMilli(), uuid.NewString()[:8], driver),
-		Claims:   claimInf.Lister(), Classes: classInf.Lister(), Nodes: nodeInf.Lister(), CSINodes: csiNodeInf.Lister(),
+		Claims:   claimInf.Lister(), Volumes: volumeInf.Lister(), Classes: classInf.Lister(), Nodes: nodeInf.Lister(), CSINodes: csiNodeInf.Lister(),
 		VolumeAttachments: vaInf.Lister(),
 	}
 	managedBy := "tether-provisioner"
@@ -216,6 +224,7 @@ func run(ctx context.Context, o options) error {
 	var sweeper *provisioner.Sweeper
 	if caps.ListVolumes && o.orphans.Interval > 0 {
 		o.orphans.Registerer, o.orphans.Recorder = reg, recorder
+		o.orphans.Claims, o.orphans.Volumes = claimInf.Lister(), volumeInf.Lister()
 		if sweeper, err = prov.NewSweeper(o.orphans); err != nil {
 			return err
 		}
@@ -226,6 +235,14 @@ func run(ctx context.Context, o options) error {
 	})
 	if err != nil {
 		return err
+	}
+	var cloneProtection *provisioner.CloneProtection
+	if caps.Clone {
+		cloneProtection, err = provisioner.NewCloneProtection(provisioner.CloneProtectionOptions{Client: client, Claims: claimInf.Informer(),
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax)})
+		if err != nil {
+			return err
+		}
 	}
 	for _, c := range []prometheus.Collector{libmetrics.M.PersistentVolumeClaimProvisionTotal, libmetrics.M.PersistentVolumeClaimProvisionFailedTotal,
 		libmetrics.M.PersistentVolumeClaimProvisionDurationSeconds, libmetrics.M.PersistentVolumeDeleteTotal,
@@ -257,14 +274,17 @@ func run(ctx context.Context, o options) error {
 		}
 		o.leader.Name = strings.Trim(nonName.ReplaceAllString(strings.ToLower(lease), "-"), "-")
 	}
-	return server.RunElected(ctx, client, o.leader, health, func(ctx context.Context) {
+	return server.RunElected(ctx, client, o.leader, health, func(ctx context.Context) error {
 		factory.Start(ctx.Done())
 		if !cache.WaitForCacheSync(ctx.Done(), claimInf.Informer().HasSynced, volumeInf.Informer().HasSynced,
 			classInf.Informer().HasSynced, nodeInf.Informer().HasSynced, csiNodeInf.Informer().HasSynced, vaInf.Informer().HasSynced) {
-			return
+			return nil // ctx ended
 		}
 		go lib.Run(ctx) // it never returns; the process ends with ctx
 		go inflight.Run(ctx, 4)
+		if cloneProtection != nil {
+			go cloneProtection.Run(ctx, 2)
+		}
 		if sweeper != nil {
 			go sweeper.Run(ctx)
 		}
@@ -276,5 +296,6 @@ func run(ctx context.Context, o options) error {
 		}
 		klog.FromContext(ctx).Info("Provisioner started", "driver", driver, "workers", o.workers)
 		<-ctx.Done()
+		return nil
 	})
 }

@@ -15,31 +15,35 @@ import (
 )
 
 // The bind write drops the provisioner's in-flight record when the claim
-// is bound to the PV provisioned for it, and only then.
+// is bound to the PV the record names, and only then.
 func TestBindSettlesInFlightRecord(t *testing.T) {
 	tests := []struct {
-		name        string
-		provisioned bool
-		wantRecord  bool
+		name       string
+		pvName     string
+		driver     string
+		wantRecord bool
 	}{
-		{"provisioned PV", true, false},
-		{"static PV pre-bound to the claim", false, true},
+		{"the PV the record names", "pvc-uid-1", "csi.tether.dev", false},
+		// Defect 3 of issue 12: any provisioned PV bound to the claim's UID
+		// dropped the record, while the claim's own CreateVolume was still
+		// running; its volume was then tracked by nothing.
+		{"another provisioned PV pre-bound to the claim", "pvc-recycled", "csi.tether.dev", true},
+		{"a PV of the name from another driver", "pvc-uid-1", "other.csi", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			claim := &v1.PersistentVolumeClaim{
-				ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "uid-1", Finalizers: []string{"kubernetes.io/pvc-protection", inflight.Finalizer}},
+				ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "uid-1", Finalizers: []string{"kubernetes.io/pvc-protection"}},
 				Spec: v1.PersistentVolumeClaimSpec{AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
 					Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}}},
 			}
 			pv := &v1.PersistentVolume{
-				ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-1"},
+				ObjectMeta: metav1.ObjectMeta{Name: tt.pvName, Annotations: map[string]string{storagehelpers.AnnDynamicallyProvisioned: tt.driver}},
 				Spec: v1.PersistentVolumeSpec{AccessModes: claim.Spec.AccessModes, Capacity: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")},
-					ClaimRef: &v1.ObjectReference{Namespace: "ns", Name: "c", UID: "uid-1"}},
+					ClaimRef:               &v1.ObjectReference{Namespace: "ns", Name: "c", UID: "uid-1"},
+					PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: tt.driver, VolumeHandle: "h"}}},
 			}
-			if tt.provisioned {
-				metav1.SetMetaDataAnnotation(&pv.ObjectMeta, storagehelpers.AnnDynamicallyProvisioned, "driver")
-			}
+			inflight.Record(claim, "csi.tether.dev", "pvc-uid-1")
 			client := fake.NewClientset(claim, pv)
 			claims, volumes := NewStore[*v1.PersistentVolumeClaim](), NewIndex()
 			w := &Writer{Client: client, Recorder: record.NewFakeRecorder(10), Volumes: volumes, Claims: claims,

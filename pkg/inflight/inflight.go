@@ -9,8 +9,6 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	storagehelpers "k8s.io/component-helpers/storage/volume"
 )
 
 // Finalizer on a claim records durably that a backend volume may exist for
@@ -19,28 +17,97 @@ import (
 // not to exist.
 const Finalizer = "provisioner.tether.dev/volume-in-flight"
 
+// AnnVolume and AnnDriver, written with Finalizer, name the volume the
+// record is for (the PV's name, which is also the CreateVolume name) and
+// its driver. Only a PV of that name and driver settles the record: a
+// claim bound meanwhile to some other volume keeps it, since its own
+// volume may still be on its way.
+//
+// AnnSource, on a clone, holds the volume handle of its source, so that the
+// clean-up of a deleted clone can repeat its CreateVolume without reading
+// the source claim (which may be being deleted itself).
+const (
+	AnnVolume = "provisioner.tether.dev/in-flight-volume"
+	AnnDriver = "provisioner.tether.dev/in-flight-driver"
+	AnnSource = "provisioner.tether.dev/in-flight-source"
+)
+
 // Holds reports whether a claim carries the record.
 func Holds(claim *v1.PersistentVolumeClaim) bool {
 	return slices.Contains(claim.Finalizers, Finalizer)
 }
 
-// Tracks reports whether pv is the volume provisioned for claim, so that
-// the backend volume made for the claim is tracked by a saved PV.
-func Tracks(pv *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) bool {
-	return pv != nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == claim.UID &&
-		metav1.HasAnnotation(pv.ObjectMeta, storagehelpers.AnnDynamicallyProvisioned)
+// Record adds the record for the volume name of driver to claim, in place
+// (call it on a copy that is about to be written). It reports whether the
+// claim changed.
+func Record(claim *v1.PersistentVolumeClaim, driver, name string) bool {
+	if Holds(claim) && claim.Annotations[AnnVolume] == name && claim.Annotations[AnnDriver] == driver {
+		return false
+	}
+	if !Holds(claim) {
+		claim.Finalizers = append(claim.Finalizers, Finalizer)
+	}
+	if claim.Annotations == nil {
+		claim.Annotations = map[string]string{}
+	}
+	claim.Annotations[AnnVolume], claim.Annotations[AnnDriver] = name, driver
+	return true
 }
 
-// Settle removes the record from claim when pv tracks its volume, and
-// reports whether it did. The claim is changed in place: call it on a copy
-// that is about to be written.
-func Settle(claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume) bool {
-	if !Holds(claim) || !Tracks(pv, claim) {
+// Volume returns the driver and volume name a claim's record is for; ok is
+// false when the claim holds no record or the record names no volume (a
+// record written by an older tether).
+func Volume(claim *v1.PersistentVolumeClaim) (driver, name string, ok bool) {
+	driver, name = claim.Annotations[AnnDriver], claim.Annotations[AnnVolume]
+	return driver, name, Holds(claim) && driver != "" && name != ""
+}
+
+// Tracks reports whether pv is the volume the claim's record is for: the
+// same name and driver, pre-bound to this claim. Then the backend volume
+// made for the claim is tracked by a saved PV.
+func Tracks(pv *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) bool {
+	driver, name, ok := Volume(claim)
+	return ok && pv != nil && pv.Name == name && pv.Spec.CSI != nil && pv.Spec.CSI.Driver == driver &&
+		pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == claim.UID
+}
+
+// Forget removes the record from claim, in place, and reports whether the
+// claim changed.
+func Forget(claim *v1.PersistentVolumeClaim) bool {
+	annotated := false
+	for _, k := range []string{AnnVolume, AnnDriver, AnnSource} {
+		_, has := claim.Annotations[k]
+		annotated = annotated || has
+	}
+	if !Holds(claim) && !annotated {
 		return false
 	}
 	claim.Finalizers = slices.DeleteFunc(claim.Finalizers, func(f string) bool { return f == Finalizer })
 	if len(claim.Finalizers) == 0 {
 		claim.Finalizers = nil
 	}
+	if annotated {
+		delete(claim.Annotations, AnnVolume)
+		delete(claim.Annotations, AnnDriver)
+		delete(claim.Annotations, AnnSource)
+		if len(claim.Annotations) == 0 {
+			claim.Annotations = nil
+		}
+	}
 	return true
+}
+
+// Settle removes the record from claim when pv tracks the volume it is
+// for, and reports whether it did. The claim is changed in place: call it
+// on a copy that is about to be written.
+func Settle(claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume) bool {
+	return Tracks(pv, claim) && Forget(claim)
+}
+
+// Strip returns a copy of claim without the record, for comparing claims
+// apart from it.
+func Strip(claim *v1.PersistentVolumeClaim) *v1.PersistentVolumeClaim {
+	c := claim.DeepCopy()
+	Forget(c)
+	return c
 }

@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
-	"k8s.io/klog/v2"
 )
 
 // FinalizerCloneSource keeps a clone's source claim from being deleted
@@ -52,6 +51,9 @@ func (p *Provisioner) cloneSource(ctx context.Context, claim *v1.PersistentVolum
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.o.Driver.DriverName() {
 		return nil, nil, fmt.Errorf("clone source volume %s does not belong to the driver %s", pv.Name, p.o.Driver.DriverName())
 	}
+	if err := CheckCloneVolumeMode(claim.Spec.VolumeMode, pv.Spec.VolumeMode); err != nil {
+		return nil, nil, fmt.Errorf("clone source claim %s: %w", ds.Name, err)
+	}
 	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
 		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: pv.Spec.CSI.VolumeHandle}}}, src, nil
 }
@@ -70,25 +72,22 @@ func (p *Provisioner) protectSource(ctx context.Context, claim, src *v1.Persiste
 	return nil
 }
 
-// releaseSource removes the cloning finalizer once the driver has answered,
-// unless another claim is still being cloned from the same source.
-func (p *Provisioner) releaseSource(ctx context.Context, claim, src *v1.PersistentVolumeClaim) {
-	if src == nil {
-		return
+// CheckCloneVolumeMode refuses a clone whose volume mode differs from its
+// source volume's, as external-provisioner does: a Block volume cannot
+// become a Filesystem one, nor the reverse. nil means Filesystem. The
+// source's mode is its PV's, which is what the backend volume holds (a
+// bound claim's mode always equals its PV's).
+func CheckCloneVolumeMode(clone, source *v1.PersistentVolumeMode) error {
+	want, have := volumeModeOf(clone), volumeModeOf(source)
+	if want != have {
+		return fmt.Errorf("a clone must have its source's volume mode: the source is %s, the clone requests %s", have, want)
 	}
-	logger := klog.FromContext(ctx)
-	others, err := p.o.Claims.PersistentVolumeClaims(claim.Namespace).List(everything)
-	if err != nil {
-		logger.Error(err, "Listing claims for clone protection")
-		return
+	return nil
+}
+
+func volumeModeOf(m *v1.PersistentVolumeMode) v1.PersistentVolumeMode {
+	if m == nil || *m == "" {
+		return v1.PersistentVolumeFilesystem
 	}
-	for _, o := range others {
-		if o.UID != claim.UID && o.Spec.VolumeName == "" && o.Spec.DataSource != nil &&
-			o.Spec.DataSource.Kind == "PersistentVolumeClaim" && o.Spec.DataSource.Name == src.Name {
-			return // still a clone in progress; its own provisioning releases the source
-		}
-	}
-	if err := removeFinalizer(ctx, p.o.Client, claim.Namespace, src.Name, FinalizerCloneSource); err != nil {
-		logger.Error(err, "Removing the clone protection", "source", src.Name)
-	}
+	return *m
 }

@@ -2,7 +2,9 @@ package provisioner
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"slices"
 	"time"
 
@@ -32,17 +34,21 @@ const FinalizerInFlight = inflight.Finalizer
 
 var everything = labels.Everything()
 
-// recordInFlight adds FinalizerInFlight. The write carries the
-// resourceVersion of the claim the decision was made on, so a claim that
-// changed meanwhile (deleted, or bound elsewhere) fails it with a conflict
-// and the library tries again on the fresh claim: no extra read is needed
-// (and no finalizer can be added to a claim being deleted).
-func (p *Provisioner) recordInFlight(ctx context.Context, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolumeClaim, error) {
-	if slices.Contains(claim.Finalizers, FinalizerInFlight) {
+// recordInFlight adds the record for the claim's volume (name). The write
+// carries the resourceVersion of the claim the decision was made on, so a
+// claim that changed meanwhile (deleted, or bound elsewhere) fails it with
+// a conflict and the library tries again on the fresh claim: no extra read
+// is needed (and no finalizer can be added to a claim being deleted).
+func (p *Provisioner) recordInFlight(ctx context.Context, claim *v1.PersistentVolumeClaim, name string, source *csi.VolumeContentSource) (*v1.PersistentVolumeClaim, error) {
+	c := claim.DeepCopy()
+	changed := inflight.Record(c, p.o.Driver.DriverName(), name)
+	if handle := source.GetVolume().GetVolumeId(); handle != "" && c.Annotations[inflight.AnnSource] != handle {
+		c.Annotations[inflight.AnnSource] = handle
+		changed = true
+	}
+	if !changed {
 		return claim, nil
 	}
-	c := claim.DeepCopy()
-	c.Finalizers = append(c.Finalizers, FinalizerInFlight)
 	out, err := p.o.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("recording the volume in flight on the claim: %w", err)
@@ -50,25 +56,38 @@ func (p *Provisioner) recordInFlight(ctx context.Context, claim *v1.PersistentVo
 	return out, nil
 }
 
-// forgetInFlight removes FinalizerInFlight: first with one write on the
-// claim as given (usually current), then, on a conflict, from fresh reads.
-func (p *Provisioner) forgetInFlight(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
-	if !slices.Contains(claim.Finalizers, FinalizerInFlight) {
+// recordedSource is the clone source an in-flight record keeps, nil for
+// none.
+func recordedSource(claim *v1.PersistentVolumeClaim) *csi.VolumeContentSource {
+	handle := claim.Annotations[inflight.AnnSource]
+	if handle == "" {
 		return nil
 	}
+	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: handle}}}
+}
+
+// forgetInFlight removes the record: first with one write on the claim as
+// given (usually current), then, on a conflict, from fresh reads of the
+// same claim (same UID: a claim re-created under the name keeps its own).
+func (p *Provisioner) forgetInFlight(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
 	c := claim.DeepCopy()
-	c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == FinalizerInFlight })
+	if !inflight.Forget(c) {
+		return nil
+	}
 	_, err := p.o.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{})
 	if err == nil || apierrors.IsNotFound(err) {
 		return nil
 	}
-	return removeFinalizer(ctx, p.o.Client, claim.Namespace, claim.Name, FinalizerInFlight)
+	return updateClaim(ctx, p.o.Client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
+		return c.UID == claim.UID && inflight.Forget(c)
+	})
 }
 
-// removeFinalizer removes one finalizer from a claim.
-func removeFinalizer(ctx context.Context, client kubernetes.Interface, namespace, name, finalizer string) error {
-	return updateClaim(ctx, client, namespace, name, func(c *v1.PersistentVolumeClaim) bool {
-		if !slices.Contains(c.Finalizers, finalizer) {
+// removeFinalizer removes one finalizer from the claim of the given UID.
+func removeFinalizer(ctx context.Context, client kubernetes.Interface, claim *v1.PersistentVolumeClaim, finalizer string) error {
+	return updateClaim(ctx, client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
+		if c.UID != claim.UID || !slices.Contains(c.Finalizers, finalizer) {
 			return false
 		}
 		c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == finalizer })
@@ -109,8 +128,7 @@ func (p *Provisioner) reschedule(ctx context.Context, claim *v1.PersistentVolume
 		}
 		_, selected := c.Annotations[storagehelpers.AnnSelectedNode]
 		delete(c.Annotations, storagehelpers.AnnSelectedNode)
-		had := slices.Contains(c.Finalizers, FinalizerInFlight)
-		c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == FinalizerInFlight })
+		had := inflight.Forget(c)
 		return selected || had
 	})
 }
@@ -148,20 +166,17 @@ func (h quietHandler) OnUpdate(oldObj, newObj any) {
 	}
 }
 
-// onlyInFlightChanged reports whether a claim update added or removed
-// FinalizerInFlight and changed nothing else but the write's bookkeeping.
+// onlyInFlightChanged reports whether a claim update added or removed the
+// in-flight record and changed nothing else but the write's bookkeeping.
 func onlyInFlightChanged(oldObj, newObj any) bool {
 	o, ok := oldObj.(*v1.PersistentVolumeClaim)
 	n, ok2 := newObj.(*v1.PersistentVolumeClaim)
-	if !ok || !ok2 || slices.Contains(o.Finalizers, FinalizerInFlight) == slices.Contains(n.Finalizers, FinalizerInFlight) {
+	if !ok || !ok2 || inflight.Holds(o) == inflight.Holds(n) {
 		return false
 	}
 	strip := func(c *v1.PersistentVolumeClaim) *v1.PersistentVolumeClaim {
-		c = c.DeepCopy()
+		c = inflight.Strip(c)
 		c.ResourceVersion, c.ManagedFields = "", nil
-		if c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == FinalizerInFlight }); len(c.Finalizers) == 0 {
-			c.Finalizers = nil
-		}
 		return c
 	}
 	return equality.Semantic.DeepEqual(strip(o), strip(n))

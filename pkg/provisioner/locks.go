@@ -14,8 +14,27 @@ type keyLock struct {
 	refs int
 }
 
+// lock waits for the key and returns its unlock.
 func (k *keyedMutex) lock(key string) func() {
+	l := k.ref(key)
+	l.Lock()
+	return func() { k.unlock(key, l) }
+}
+
+// tryLock takes the key if it is free: a worker that finds a claim busy
+// (a CreateVolume of minutes) requeues it instead of waiting.
+func (k *keyedMutex) tryLock(key string) (func(), bool) {
+	l := k.ref(key)
+	if !l.TryLock() {
+		k.deref(key, l)
+		return nil, false
+	}
+	return func() { k.unlock(key, l) }, true
+}
+
+func (k *keyedMutex) ref(key string) *keyLock {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	if k.locks == nil {
 		k.locks = map[string]*keyLock{}
 	}
@@ -25,14 +44,18 @@ func (k *keyedMutex) lock(key string) func() {
 		k.locks[key] = l
 	}
 	l.refs++
-	k.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		k.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
+	return l
+}
+
+func (k *keyedMutex) unlock(key string, l *keyLock) {
+	l.Unlock()
+	k.deref(key, l)
+}
+
+func (k *keyedMutex) deref(key string, l *keyLock) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if l.refs--; l.refs == 0 {
+		delete(k.locks, key)
 	}
 }

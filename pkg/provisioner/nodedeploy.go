@@ -136,7 +136,8 @@ func (p *Provisioner) hasRoom(ctx context.Context, claim *v1.PersistentVolumeCla
 	if err != nil {
 		return false
 	}
-	prep, err := p.prepare(ctx, claim, class, node)
+	name := VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
+	prep, err := p.prepare(ctx, prepareInput{Claim: claim, Class: class, Node: node, Name: name})
 	if err != nil {
 		logger.V(4).Info("This node cannot take the claim", "err", err)
 		return false

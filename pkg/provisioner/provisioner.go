@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -47,6 +49,7 @@ type Options struct {
 	Changed func()
 
 	Claims            corelisters.PersistentVolumeClaimLister
+	Volumes           corelisters.PersistentVolumeLister
 	Classes           storagelisters.StorageClassLister
 	Nodes             corelisters.NodeLister
 	CSINodes          storagelisters.CSINodeLister
@@ -57,9 +60,12 @@ type Options struct {
 // DeletionGuard interfaces. It is small: the translation is in pure
 // functions, and the library saves the PVs it returns.
 type Provisioner struct {
-	o      Options
-	locks  keyedMutex
-	owners owners
+	o        Options
+	locks    keyedMutex
+	owners   owners
+	handoffs handoffs
+	// now is the clock (tests set it).
+	now func() time.Time
 }
 
 var (
@@ -74,8 +80,8 @@ func New(o Options) (*Provisioner, error) {
 	if o.Client == nil || o.Driver == nil {
 		return nil, errors.New("provisioner: a client and a driver are required")
 	}
-	if o.Claims == nil || o.Classes == nil || o.Nodes == nil || o.CSINodes == nil || o.VolumeAttachments == nil {
-		return nil, errors.New("provisioner: listers for claims, classes, nodes, CSINodes and VolumeAttachments are required")
+	if o.Claims == nil || o.Volumes == nil || o.Classes == nil || o.Nodes == nil || o.CSINodes == nil || o.VolumeAttachments == nil {
+		return nil, errors.New("provisioner: listers for claims, volumes, classes, nodes, CSINodes and VolumeAttachments are required")
 	}
 	if o.Node != nil {
 		if o.Node.NodeName == "" {
@@ -90,7 +96,7 @@ func New(o Options) (*Provisioner, error) {
 	if o.Request.VolumeNamePrefix == "" {
 		return nil, errors.New("provisioner: the volume name prefix is empty")
 	}
-	return &Provisioner{o: o}, nil
+	return &Provisioner{o: o, now: time.Now}, nil
 }
 
 // SupportsBlock lets the driver decide: it refuses block volumes itself.
@@ -121,19 +127,25 @@ func (p *Provisioner) ShouldDelete(_ context.Context, pv *v1.PersistentVolume) b
 // the claim (a finalizer) that a volume may exist for it; the record goes
 // once the PV is saved, or once the volume is known not to exist.
 func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOptions) (*v1.PersistentVolume, controller.ProvisioningState, error) {
-	claim := po.PVC
-	logger := klog.FromContext(ctx).WithValues("pvc", klog.KObj(claim))
+	logger := klog.FromContext(ctx).WithValues("pvc", klog.KObj(po.PVC))
 	ctx = klog.NewContext(ctx, logger)
-	defer p.locks.lock(string(claim.UID))()
+	defer p.locks.lock(string(po.PVC.UID))()
 
-	if claim.DeletionTimestamp != nil {
-		return nil, controller.ProvisioningFinished, &controller.IgnoredError{Reason: "the claim is being deleted"}
-	}
-	prep, err := p.prepare(ctx, claim, po.StorageClass, po.SelectedNode)
+	// The library's claim may be older than the in-flight reconciler's last
+	// step, taken while this call waited for the lock.
+	claim, err := p.currentClaim(po.PVC)
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
-	if claim, err = p.recordInFlight(ctx, claim); err != nil {
+	name := VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
+	if err := p.nameFree(name, claim); err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	prep, err := p.prepare(ctx, prepareInput{Claim: claim, Class: po.StorageClass, Node: po.SelectedNode, Name: name})
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	if claim, err = p.recordInFlight(ctx, claim, name, prep.source); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
 	if prep.source != nil {
@@ -145,7 +157,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	if err != nil {
 		_, nodeSelected := claim.Annotations[storagehelpers.AnnSelectedNode]
 		outcome := Classify(err, nodeSelected)
-		logger.Info("CreateVolume failed", "volume", prep.req.Name, "outcome", outcome.String(), "nodeSelected", nodeSelected, "err", err)
+		logger.Info("CreateVolume failed", "volume", name, "outcome", outcome.String(), "nodeSelected", nodeSelected, "err", err)
 		if outcome != InBackground {
 			// The driver made nothing: no volume to keep track of.
 			forget := p.forgetInFlight
@@ -155,20 +167,18 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 			if rerr := forget(ctx, claim); rerr != nil {
 				logger.Error(rerr, "Removing the in-flight record")
 			}
-			p.releaseSource(ctx, claim, prep.sourceClaim)
 		}
-		return nil, outcome.State(), fmt.Errorf("CreateVolume %s: %w", prep.req.Name, err)
+		return nil, outcome.State(), fmt.Errorf("CreateVolume %s: %w", name, err)
 	}
-	p.releaseSource(ctx, claim, prep.sourceClaim)
 	pv, err := BuildPV(resp, PVInput{
-		Name: prep.req.Name, Driver: p.o.Driver.DriverName(), Identity: p.o.Identity, Claim: claim,
+		Name: name, Driver: p.o.Driver.DriverName(), Identity: p.o.Identity, Claim: claim,
 		ReclaimPolicy: reclaimPolicy(po.StorageClass), MountOptions: po.StorageClass.MountOptions,
 		FSType: fsTypeFor(prep.params, p.o.Request.DefaultFSType), Secrets: prep.secretRefs,
 	})
 	if err != nil {
 		// A volume exists that we cannot describe: delete it (the in-flight
 		// record stays until the driver confirms).
-		err = fmt.Errorf("the driver's answer for %s is unusable: %w", prep.req.Name, err)
+		err = fmt.Errorf("the driver's answer for %s is unusable: %w", name, err)
 		if _, derr := p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.GetVolume().GetVolumeId(), Secrets: prep.req.Secrets}); derr != nil {
 			return nil, controller.ProvisioningInBackground, fmt.Errorf("%w; deleting it failed too: %v", err, derr)
 		}
@@ -177,9 +187,49 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 		}
 		return nil, controller.ProvisioningFinished, err
 	}
+	// The library saves the PV after this returns; the reconciler waits for
+	// that save before it takes a deleted claim's volume for unsaved.
+	p.handoffs.add(claim.UID, p.now())
 	logger.V(2).Info("Volume created", "volume", pv.Name, "handle", pv.Spec.CSI.VolumeHandle)
 	p.changed()
 	return pv, controller.ProvisioningFinished, nil
+}
+
+// currentClaim is the informer's copy of the library's claim, or an
+// IgnoredError when the claim is gone, is another claim of the same name,
+// is being deleted, or is bound already: no CreateVolume may start for it.
+func (p *Provisioner) currentClaim(stale *v1.PersistentVolumeClaim) (*v1.PersistentVolumeClaim, error) {
+	claim, err := p.o.Claims.PersistentVolumeClaims(stale.Namespace).Get(stale.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, &controller.IgnoredError{Reason: "the claim is gone"}
+	case err != nil:
+		return nil, err
+	case claim.UID != stale.UID:
+		return nil, &controller.IgnoredError{Reason: "the claim was replaced by another of the same name"}
+	case claim.DeletionTimestamp != nil:
+		return nil, &controller.IgnoredError{Reason: "the claim is being deleted"}
+	case claim.Spec.VolumeName != "":
+		return nil, &controller.IgnoredError{Reason: "the claim is bound to " + claim.Spec.VolumeName}
+	}
+	return claim, nil
+}
+
+// nameFree refuses a volume name that a PV of another claim holds (two
+// claims whose shortened UIDs collide under --volume-name-uuid-length):
+// CreateVolume, idempotent by name, would hand this claim the other's
+// volume.
+func (p *Provisioner) nameFree(name string, claim *v1.PersistentVolumeClaim) error {
+	pv, err := p.o.Volumes.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == claim.UID {
+		return &controller.IgnoredError{Reason: "its PV " + name + " is saved already"}
+	}
+	return fmt.Errorf("the volume name %s is taken by a PV of another claim; use a longer --volume-name-uuid-length", name)
 }
 
 func reclaimPolicy(class *storagev1.StorageClass) v1.PersistentVolumeReclaimPolicy {
@@ -205,14 +255,27 @@ type prepared struct {
 	sourceClaim *v1.PersistentVolumeClaim
 }
 
+// prepareInput is what a request is built for.
+type prepareInput struct {
+	Claim *v1.PersistentVolumeClaim
+	Class *storagev1.StorageClass
+	Node  *v1.Node
+	// Name is the volume's name.
+	Name string
+	// CleanUp: the request repeats the CreateVolume of a deleted claim to
+	// find its volume; a clone's source is then taken from the in-flight
+	// record, not from the source claim, which may be gone.
+	CleanUp bool
+}
+
 // prepare reads what a request needs and builds it. Its errors are about
 // bad input (class, secrets, topology, data source): no CreateVolume is made.
-func (p *Provisioner) prepare(ctx context.Context, claim *v1.PersistentVolumeClaim, class *storagev1.StorageClass, node *v1.Node) (*prepared, error) {
+func (p *Provisioner) prepare(ctx context.Context, in prepareInput) (*prepared, error) {
+	claim, class, node, name := in.Claim, in.Class, in.Node, in.Name
 	params, err := ParseClassParams(class.Parameters)
 	if err != nil {
 		return nil, err
 	}
-	name := VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
 	vars := TemplateVars{PVName: name, PVCName: claim.Name, PVCNamespace: claim.Namespace, PVCAnnotations: claim.Annotations}
 	out := &prepared{params: params, secretRefs: map[SecretKind]*v1.SecretReference{}}
 	for kind, tmpl := range params.Secrets {
@@ -234,11 +297,13 @@ func (p *Provisioner) prepare(ctx context.Context, claim *v1.PersistentVolumeCla
 			return nil, err
 		}
 	}
-	if out.source, out.sourceClaim, err = p.cloneSource(ctx, claim); err != nil {
+	if in.CleanUp {
+		out.source = recordedSource(claim)
+	} else if out.source, out.sourceClaim, err = p.cloneSource(ctx, claim); err != nil {
 		return nil, err
 	}
 	out.req, err = BuildRequest(RequestInput{Claim: claim, Class: class, Params: params, Secrets: secrets,
-		Topology: topology, Source: out.source}, p.o.Request)
+		Topology: topology, Source: out.source, Name: name}, p.o.Request)
 	return out, err
 }
 

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
+
+	"github.com/tether-csi/tether/pkg/inflight"
 )
 
 // InFlightOptions configure the in-flight reconciler.
@@ -90,87 +92,108 @@ func (r *InFlight) Run(ctx context.Context, workers int) {
 	<-ctx.Done()
 }
 
+// busyRetry is how soon a claim whose lock is held (a CreateVolume in
+// progress) is looked at again.
+const busyRetry = 2 * time.Second
+
 func (r *InFlight) sync(ctx context.Context, key string) error {
 	obj, exists, err := r.o.Claims.GetStore().GetByKey(key)
 	if err != nil || !exists {
 		return err
 	}
 	claim := obj.(*v1.PersistentVolumeClaim)
-	if !slices.Contains(claim.Finalizers, FinalizerInFlight) {
+	p := r.p
+	if !inflight.Holds(claim) {
 		return nil
 	}
-	p := r.p
-	defer p.locks.lock(string(claim.UID))()
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("pvc", klog.KObj(claim)))
-	name := VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
-	pv, err := r.savedPV(ctx, name, claim)
-	if err != nil {
+	if driver, _, ok := inflight.Volume(claim); ok && driver != p.o.Driver.DriverName() {
+		return nil // another driver's record
+	}
+	unlock, ok := p.locks.tryLock(string(claim.UID))
+	if !ok {
+		r.queue.AddAfter(key, busyRetry)
+		return nil
+	}
+	defer unlock()
+	logger := klog.FromContext(ctx).WithValues("pvc", klog.KObj(claim))
+	ctx = klog.NewContext(ctx, logger)
+	in := settleInput{Claim: claim, Volume: p.recordedVolume(claim), Owns: p.ownsVolumeOf(claim),
+		HandedOff: p.handoffs.get(claim.UID), Now: p.now()}
+	if in.PV, err = r.volumeNamed(ctx, in.Volume, claim); err != nil {
 		return err
 	}
-	if pv != nil {
-		if wait := settleWait(claim, pv, time.Now()); wait > 0 {
-			r.queue.AddAfter(key, wait)
-			return nil
+	if claim.DeletionTimestamp != nil && in.PV == nil && !in.Owns {
+		if in.NodeGone, err = r.nodeGone(ctx, claim); err != nil {
+			return err
 		}
-		return p.forgetInFlight(ctx, claim)
 	}
-	if claim.DeletionTimestamp == nil {
-		return nil // still being provisioned: the library retries it
+	step := decideSettle(in)
+	switch step.Op {
+	case settleKeep:
+		return nil
+	case settleWaitFor:
+		r.queue.AddAfter(key, step.Wait)
+		return nil
+	case settleElsewhere:
+		r.o.Recorder.Eventf(claim, v1.EventTypeNormal, "VolumeInFlightKept",
+			"the claim is bound to %s; its own volume %s, if the driver made it, stays tracked by the in-flight record and is deleted with the claim", claim.Spec.VolumeName, in.Volume)
+		return nil
+	case settleNodeGone:
+		node := claim.Annotations[storagehelpers.AnnSelectedNode]
+		r.o.Recorder.Eventf(claim, v1.EventTypeWarning, "VolumeInFlightNodeGone",
+			"the selected node %s is deleted: its local volume %s went with it; dropping the in-flight record", node, in.Volume)
+		logger.Info("Dropping the in-flight record of a claim whose node is gone", "node", node, "volume", in.Volume)
+	case settleCleanUp:
+		if err := r.deleteUnsaved(ctx, claim, in.Volume); err != nil {
+			r.o.Recorder.Event(claim, v1.EventTypeWarning, "ProvisioningCleanupFailed",
+				fmt.Sprintf("the claim was deleted before its volume %s was saved, and the volume cannot be confirmed deleted yet: %v", in.Volume, err))
+			return err
+		}
 	}
-	if !p.ownsVolumeOf(claim) {
-		return nil // the volume is on another node: that node's provisioner cleans it up
-	}
-	if err := r.deleteUnsaved(ctx, claim, name); err != nil {
-		r.o.Recorder.Event(claim, v1.EventTypeWarning, "ProvisioningCleanupFailed",
-			fmt.Sprintf("the claim was deleted before its volume %s was saved, and the volume cannot be confirmed deleted yet: %v", name, err))
+	if err := p.forgetInFlight(ctx, claim); err != nil {
 		return err
 	}
-	klog.FromContext(ctx).Info("Deleted the volume of a claim deleted before its PV was saved", "volume", name)
-	return p.forgetInFlight(ctx, claim)
+	p.handoffs.done(claim.UID)
+	return nil
 }
 
-// savedPV returns the claim's PV, or nil when it is not saved. When the
-// cache has none, the API server is asked only for a claim being deleted,
-// where "not saved" leads to deleting the volume; otherwise the PV's
-// arrival in the cache queues the claim again.
-func (r *InFlight) savedPV(ctx context.Context, name string, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolume, error) {
+// volumeNamed returns the PV of a name, whatever its claim, or nil. When
+// the cache has none, the API server is asked only for a claim being
+// deleted, where "no PV" may lead to deleting the volume; otherwise the
+// PV's arrival in the cache queues the claim again.
+func (r *InFlight) volumeNamed(ctx context.Context, name string, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolume, error) {
 	obj, exists, err := r.o.Volumes.GetStore().GetByKey(name)
 	if err != nil {
 		return nil, err
 	}
-	pv, _ := obj.(*v1.PersistentVolume)
-	if !exists {
-		if claim.DeletionTimestamp == nil {
-			return nil, nil
-		}
-		pv, err = r.p.o.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		} else if err != nil {
-			return nil, err
-		}
+	if exists {
+		return obj.(*v1.PersistentVolume), nil
 	}
-	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != claim.UID {
+	if claim.DeletionTimestamp == nil {
 		return nil, nil
 	}
-	return pv, nil
+	pv, err := r.p.o.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return pv, err
 }
 
-// binderGrace is how long after its PV is saved a claim's in-flight record
-// is left for the binder, which drops it in the write that binds the claim
-// (one write fewer per claim). A binder that does not know the record
-// (kube-controller-manager's) binds the claim without dropping it; the
-// claim's update then has the reconciler drop it at once.
-const binderGrace = 10 * time.Second
-
-// settleWait says how much longer the in-flight record of a claim whose PV
-// is saved is left for the binder: zero means drop it now, as the claim is
-// bound already, or being deleted, or the grace is over.
-func settleWait(claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, now time.Time) time.Duration {
-	if claim.Spec.VolumeName != "" || claim.DeletionTimestamp != nil {
-		return 0
+// nodeGone reports whether a claim's selected node is deleted, on the API
+// server's word (a cache may not know a new node yet).
+func (r *InFlight) nodeGone(ctx context.Context, claim *v1.PersistentVolumeClaim) (bool, error) {
+	name := claim.Annotations[storagehelpers.AnnSelectedNode]
+	if name == "" {
+		return false, nil
 	}
-	return max(0, binderGrace-now.Sub(pv.CreationTimestamp.Time))
+	if _, err := r.p.o.Nodes.Get(name); err == nil {
+		return false, nil
+	}
+	_, err := r.p.o.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
 }
 
 // deleteUnsaved finds the volume of a deleted claim again by repeating its
@@ -186,7 +209,7 @@ func (r *InFlight) deleteUnsaved(ctx context.Context, claim *v1.PersistentVolume
 	if nodeName := claim.Annotations[storagehelpers.AnnSelectedNode]; nodeName != "" {
 		node, _ = r.p.o.Nodes.Get(nodeName)
 	}
-	prep, err := r.p.prepare(ctx, claim, class, node)
+	prep, err := r.p.prepare(ctx, prepareInput{Claim: claim, Class: class, Node: node, Name: name, CleanUp: true})
 	if err != nil {
 		return err
 	}
@@ -198,8 +221,26 @@ func (r *InFlight) deleteUnsaved(ctx context.Context, claim *v1.PersistentVolume
 		}
 		return err
 	}
-	_, err = r.p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.GetVolume().GetVolumeId(), Secrets: prep.req.Secrets})
+	handle := resp.GetVolume().GetVolumeId()
+	if pv := r.volumeWithHandle(handle); pv != nil {
+		klog.FromContext(ctx).Info("A PV tracks the deleted claim's volume: keeping it", "volume", name, "handle", handle, "pv", klog.KObj(pv))
+		return nil
+	}
+	_, err = r.p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: handle, Secrets: prep.req.Secrets})
 	return err
+}
+
+// volumeWithHandle returns a cached PV of this driver with the volume
+// handle, or nil. It scans the cache: it runs only for deleted claims
+// whose PV was never saved, which are rare.
+func (r *InFlight) volumeWithHandle(handle string) *v1.PersistentVolume {
+	driver := r.p.o.Driver.DriverName()
+	for _, obj := range r.o.Volumes.GetStore().List() {
+		if pv, ok := obj.(*v1.PersistentVolume); ok && pv.Spec.CSI != nil && pv.Spec.CSI.Driver == driver && pv.Spec.CSI.VolumeHandle == handle {
+			return pv
+		}
+	}
+	return nil
 }
 
 // ownsVolumeOf reports whether this provisioner's driver holds a claim's

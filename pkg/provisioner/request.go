@@ -3,6 +3,7 @@ package provisioner
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 
@@ -30,6 +31,10 @@ type RequestOptions struct {
 	VolumeNameUUIDLen   int
 	DefaultFSType       string
 	ExtraCreateMetadata bool
+	// Owner, when set, is this cluster's ID: each request then carries
+	// the OwnerKey parameter, the mark that the orphan sweep deletes by
+	// (with the class's reclaim policy). Set with --orphan-policy=delete.
+	Owner string
 }
 
 // RequestInput is one claim's provisioning input, already read from the API.
@@ -43,12 +48,18 @@ type RequestInput struct {
 	Topology *csi.TopologyRequirement
 	// Source is the content source for a clone, nil for none.
 	Source *csi.VolumeContentSource
+	// Name, when set, is the volume's name (the one an in-flight record
+	// names); else it is derived from the claim's UID.
+	Name string
 }
 
 // BuildRequest makes the CreateVolume request for a claim. It is pure.
 func BuildRequest(in RequestInput, o RequestOptions) (*csi.CreateVolumeRequest, error) {
 	claim := in.Claim
-	name := VolumeName(o.VolumeNamePrefix, string(claim.UID), o.VolumeNameUUIDLen)
+	name := in.Name
+	if name == "" {
+		name = VolumeName(o.VolumeNamePrefix, string(claim.UID), o.VolumeNameUUIDLen)
+	}
 	caps, err := VolumeCapabilities(claim, in.Params.FSType, o.DefaultFSType, in.Class.MountOptions)
 	if err != nil {
 		return nil, err
@@ -60,6 +71,13 @@ func BuildRequest(in RequestInput, o RequestOptions) (*csi.CreateVolumeRequest, 
 	params := in.Params.Driver
 	if o.ExtraCreateMetadata {
 		params = withMetadata(params, claim.Namespace, claim.Name, name)
+	}
+	if o.Owner != "" {
+		params = maps.Clone(params)
+		if params == nil {
+			params = map[string]string{}
+		}
+		params[OwnerKey] = OwnerMark(o.Owner, reclaimPolicy(in.Class))
 	}
 	return &csi.CreateVolumeRequest{
 		Name:                      name,

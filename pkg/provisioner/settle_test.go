@@ -1,0 +1,60 @@
+package provisioner
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestDecideSettle(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	deleted := func(c *v1.PersistentVolumeClaim) { ts := metav1.NewTime(now); c.DeletionTimestamp = &ts }
+	boundTo := func(name string) claimOpt { return func(c *v1.PersistentVolumeClaim) { c.Spec.VolumeName = name } }
+	// pv is the PV of the record's name, pre-bound to the claim UID uid
+	// (none when empty), made age ago.
+	pv := func(uid types.UID, age time.Duration) *v1.PersistentVolume {
+		p := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: testVolume, CreationTimestamp: metav1.NewTime(now.Add(-age))}}
+		if uid != "" {
+			p.Spec.ClaimRef = &v1.ObjectReference{Namespace: testNS, Name: testClaim, UID: uid}
+		}
+		return p
+	}
+	const own = types.UID(testUID)
+	tests := []struct {
+		name      string
+		claim     *v1.PersistentVolumeClaim
+		pv        *v1.PersistentVolume
+		handedOff time.Duration // ago; 0 for none
+		owns      bool
+		nodeGone  bool
+		want      settleStep
+	}{
+		{"saved PV, claim not bound yet: left to the binder's bind write", newClaim(), pv(own, time.Second), 0, true, false, settleStep{Op: settleWaitFor, Wait: binderGrace - time.Second}},
+		{"saved PV, the binder's grace is over", newClaim(), pv(own, binderGrace), 0, true, false, settleStep{Op: settleForget}},
+		{"saved PV, claim bound", newClaim(boundTo(testVolume)), pv(own, 0), 0, true, false, settleStep{Op: settleForget}},
+		{"saved PV, claim deleted", newClaim(deleted), pv(own, 0), 0, true, false, settleStep{Op: settleForget}},
+		{"PV of the name for another claim: tracked, never deleted", newClaim(deleted), pv("other", 0), 0, true, false, settleStep{Op: settleForget}},
+		{"PV of the name with no claim: tracked, never deleted", newClaim(deleted), pv("", 0), 0, true, false, settleStep{Op: settleForget}},
+		{"no PV, claim lives: the library provisions", newClaim(), nil, 0, true, false, settleStep{Op: settleKeep}},
+		{"no PV, claim bound to another volume: kept, said", newClaim(boundTo("pvc-recycled")), nil, 0, true, false, settleStep{Op: settleElsewhere}},
+		{"no PV, claim deleted, PV just handed to the library: wait for its save", newClaim(deleted), nil, time.Second, true, false, settleStep{Op: settleWaitFor, Wait: saveRecheck}},
+		{"no PV, claim deleted, hand-off long ago: clean up", newClaim(deleted), nil, saveGrace + time.Second, true, false, settleStep{Op: settleCleanUp}},
+		{"no PV, claim deleted, no hand-off: clean up", newClaim(deleted), nil, 0, true, false, settleStep{Op: settleCleanUp}},
+		{"no PV, claim deleted, another node's volume", newClaim(deleted), nil, 0, false, false, settleStep{Op: settleKeep}},
+		{"no PV, claim deleted, its node is gone", newClaim(deleted), nil, 0, false, true, settleStep{Op: settleNodeGone}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := settleInput{Claim: tt.claim, Volume: testVolume, PV: tt.pv, Owns: tt.owns, NodeGone: tt.nodeGone, Now: now}
+			if tt.handedOff > 0 {
+				in.HandedOff = now.Add(-tt.handedOff)
+			}
+			if got := decideSettle(in); got != tt.want {
+				t.Errorf("decideSettle = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
