@@ -12,9 +12,11 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -62,7 +65,15 @@ type Options struct {
 type Publisher struct {
 	o       Options
 	trigger chan struct{}
+
+	mu      sync.Mutex
+	full    bool     // a refresh of everything is asked for
+	changes []change // the parts to refresh, when not everything
 }
+
+// maxChanges is how many parts may wait for a refresh before the next one
+// refreshes everything instead.
+const maxChanges = 256
 
 // New returns a Publisher; Run starts it.
 func New(o Options) (*Publisher, error) {
@@ -78,31 +89,148 @@ func New(o Options) (*Publisher, error) {
 	return &Publisher{o: o, trigger: make(chan struct{}, 1)}, nil
 }
 
-// Trigger asks for a refresh soon (after a volume was made or deleted, or
-// a class changed). It never blocks.
+// Trigger asks for a refresh of everything soon. It never blocks.
 func (p *Publisher) Trigger() {
+	p.mu.Lock()
+	p.full, p.changes = true, nil
+	p.mu.Unlock()
+	p.wake()
+}
+
+// VolumeChanged asks for a refresh soon of what creating or deleting a
+// volume changed: its class, in the segments its node affinity admits
+// (every segment when it has none). It never blocks.
+func (p *Publisher) VolumeChanged(pv *v1.PersistentVolume) {
+	p.add(change{class: pv.Spec.StorageClassName, topology: volumeTopology(pv)})
+}
+
+// ClassChanged asks for a refresh soon of one class (added, changed or
+// deleted) in every segment. It never blocks.
+func (p *Publisher) ClassChanged(name string) { p.add(change{class: name}) }
+
+// ClassHandler refreshes a class when it is added, changed or deleted.
+func (p *Publisher) ClassHandler() cache.ResourceEventHandler {
+	on := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if sc, ok := obj.(*storagev1.StorageClass); ok {
+			p.ClassChanged(sc.Name)
+		} else {
+			p.Trigger()
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, obj any) { on(obj) }, DeleteFunc: on}
+}
+
+func (p *Publisher) add(ch change) {
+	p.mu.Lock()
+	if !p.full {
+		if p.changes = append(p.changes, ch); len(p.changes) > maxChanges {
+			p.full, p.changes = true, nil
+		}
+	}
+	p.mu.Unlock()
+	p.wake()
+}
+
+func (p *Publisher) wake() {
 	select {
 	case p.trigger <- struct{}{}:
 	default:
 	}
 }
 
-// Run refreshes every PollInterval and on Trigger until ctx ends.
+// take returns what was asked for since the last call, and forgets it.
+func (p *Publisher) take() (full bool, changes []change) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	full, changes = p.full, p.changes
+	p.full, p.changes = false, nil
+	return full, changes
+}
+
+// Run refreshes everything every PollInterval, and the parts asked for by
+// VolumeChanged and ClassChanged (everything after Trigger) as they come,
+// until ctx ends.
 func (p *Publisher) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("capacity")
 	ticker := time.NewTicker(p.o.PollInterval)
 	defer ticker.Stop()
+	p.take() // the first refresh is of everything
+	err := p.Sync(ctx)
 	for {
-		if err := p.Sync(ctx); err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil {
 			logger.Error(err, "Publishing storage capacity")
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+			p.take()
+			err = p.Sync(ctx)
 		case <-p.trigger:
+			if full, changes := p.take(); full {
+				err = p.Sync(ctx)
+			} else if len(changes) > 0 {
+				logger.V(4).Info("Refreshing part of the storage capacity", "parts", len(changes))
+				err = p.syncChanged(ctx, changes...)
+			}
 		}
 	}
+}
+
+// change is a part of the published objects to refresh.
+type change struct {
+	class    string              // "": every class
+	topology []map[string]string // nil: every segment
+}
+
+// covers reports whether an object for (class, segment) is in the part.
+func (ch change) covers(e entry) bool {
+	if ch.class != "" && ch.class != e.class {
+		return false
+	}
+	if ch.topology == nil {
+		return true
+	}
+	return slices.ContainsFunc(ch.topology, func(t map[string]string) bool { return agree(t, e.segment) })
+}
+
+// agree reports whether two segments have the same value for every key
+// they share: a volume in {zone: a} is in the segment {zone: a, rack: 1}.
+func agree(a, b map[string]string) bool {
+	for k, v := range a {
+		if w, ok := b[k]; ok && w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// volumeTopology turns a volume's required node affinity into the
+// segments it admits, one per term: nil (every segment) when it has none,
+// or when a term is more than "key In (one value)" for each key.
+func volumeTopology(pv *v1.PersistentVolume) []map[string]string {
+	na := pv.Spec.NodeAffinity
+	if na == nil || na.Required == nil || len(na.Required.NodeSelectorTerms) == 0 {
+		return nil
+	}
+	var out []map[string]string
+	for _, term := range na.Required.NodeSelectorTerms {
+		if len(term.MatchFields) > 0 {
+			return nil
+		}
+		seg := map[string]string{}
+		for _, r := range term.MatchExpressions {
+			if r.Operator != v1.NodeSelectorOpIn || len(r.Values) != 1 {
+				return nil
+			}
+			seg[r.Key] = r.Values[0]
+		}
+		out = append(out, seg)
+	}
+	return out
 }
 
 type entry struct {
@@ -126,7 +254,21 @@ type want struct {
 
 // Sync makes the published objects match the driver's answers once.
 func (p *Publisher) Sync(ctx context.Context) error {
-	desired, err := p.desired(ctx)
+	return p.sync(ctx, func(entry) bool { return true })
+}
+
+// syncChanged does what Sync does, for the objects in the changed parts
+// only: it asks the driver about those (class, segment) pairs alone.
+func (p *Publisher) syncChanged(ctx context.Context, changes ...change) error {
+	return p.sync(ctx, func(e entry) bool {
+		return slices.ContainsFunc(changes, func(ch change) bool { return ch.covers(e) })
+	})
+}
+
+// sync makes the published objects for which in is true match the
+// driver's answers; it leaves the others alone.
+func (p *Publisher) sync(ctx context.Context, in func(entry) bool) error {
+	desired, err := p.desired(ctx, in)
 	if err != nil {
 		return err
 	}
@@ -139,7 +281,11 @@ func (p *Publisher) Sync(ctx context.Context) error {
 	var errs []error
 	for i := range existing.Items {
 		obj := &existing.Items[i]
-		k := entry{class: obj.StorageClassName, segment: matchLabels(obj)}.key()
+		e := entry{class: obj.StorageClassName, segment: matchLabels(obj)}
+		if !in(e) {
+			continue
+		}
+		k := e.key()
 		w, ok := desired[k]
 		switch {
 		case !ok:
@@ -188,8 +334,8 @@ func sameQuantity(a, b *resource.Quantity) bool {
 	return a.Cmp(*b) == 0
 }
 
-// desired asks the driver for every (class, segment).
-func (p *Publisher) desired(ctx context.Context) (map[string]want, error) {
+// desired asks the driver for every (class, segment) for which in is true.
+func (p *Publisher) desired(ctx context.Context, in func(entry) bool) (map[string]want, error) {
 	segments, err := p.o.Segments()
 	if err != nil {
 		return nil, fmt.Errorf("topology segments: %w", err)
@@ -212,6 +358,9 @@ func (p *Publisher) desired(ctx context.Context) (map[string]want, error) {
 			continue // the provisioner reports a bad class when it is used
 		}
 		for _, seg := range segments {
+			if !in(entry{class: class.Name, segment: seg}) {
+				continue
+			}
 			resp, err := p.o.Driver.GetCapacity(ctx, &csi.GetCapacityRequest{
 				Parameters: params, AccessibleTopology: &csi.Topology{Segments: seg}})
 			if err != nil {
