@@ -211,7 +211,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		popts.Changed = publisher.Trigger
+		popts.Changed = publisher.VolumeChanged
 	}
 	prov, err := provisioner.New(popts)
 	if err != nil {
@@ -289,9 +289,7 @@ func run(ctx context.Context, o options) error {
 			go sweeper.Run(ctx)
 		}
 		if publisher != nil {
-			_, _ = classInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-				AddFunc: func(any) { publisher.Trigger() }, UpdateFunc: func(any, any) { publisher.Trigger() },
-				DeleteFunc: func(any) { publisher.Trigger() }})
+			_, _ = classInf.Informer().AddEventHandler(publisher.ClassHandler())
 			go publisher.Run(ctx)
 		}
 		klog.FromContext(ctx).Info("Provisioner started", "driver", driver, "workers", o.workers)

@@ -44,9 +44,9 @@ type Options struct {
 	Node *NodeDeployment
 	// Identity goes into every PV's volume attributes.
 	Identity string
-	// Changed, if set, is called after a volume was created or deleted
-	// (the capacity publisher refreshes then).
-	Changed func()
+	// Changed, if set, is called with the PV after a volume was created or
+	// deleted (the capacity publisher refreshes its class and segments then).
+	Changed func(*v1.PersistentVolume)
 
 	Claims            corelisters.PersistentVolumeClaimLister
 	Volumes           corelisters.PersistentVolumeLister
@@ -191,7 +191,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	// that save before it takes a deleted claim's volume for unsaved.
 	p.handoffs.add(claim.UID, p.now())
 	logger.V(2).Info("Volume created", "volume", pv.Name, "handle", pv.Spec.CSI.VolumeHandle)
-	p.changed()
+	p.changed(pv)
 	return pv, controller.ProvisioningFinished, nil
 }
 
@@ -393,12 +393,12 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 		return fmt.Errorf("DeleteVolume %s: %w", pv.Spec.CSI.VolumeHandle, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Volume deleted", "pv", klog.KObj(pv), "handle", pv.Spec.CSI.VolumeHandle)
-	p.changed()
+	p.changed(pv)
 	return nil
 }
 
-func (p *Provisioner) changed() {
+func (p *Provisioner) changed(pv *v1.PersistentVolume) {
 	if p.o.Changed != nil {
-		p.o.Changed()
+		p.o.Changed(pv)
 	}
 }
