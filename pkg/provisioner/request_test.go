@@ -209,6 +209,9 @@ func TestBuildRequest(t *testing.T) {
 			wantName: "tether-4f9d1c2e", wantParams: kv("type", "ssd")},
 		{name: "extra create metadata", opts: RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: 8, ExtraCreateMetadata: true},
 			wantName: "pvc-4f9d1c2e", wantParams: kv("type", "ssd", KeyPVCName, testClaim, KeyPVCNamespace, testNS, KeyPVName, "pvc-4f9d1c2e")},
+		// The class has no reclaim policy: Delete.
+		{name: "ownership mark", opts: RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1, Owner: "cluster-1"},
+			wantName: "pvc-" + testUID, wantParams: kv("type", "ssd", OwnerKey, "Delete/cluster-1")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,5 +254,42 @@ func TestBuildRequestNoSecretsNoTopology(t *testing.T) {
 	}
 	if req.Secrets != nil || req.AccessibilityRequirements != nil || req.VolumeContentSource != nil || len(req.Parameters) != 0 {
 		t.Errorf("unexpected extras: %v", req)
+	}
+}
+
+func TestBuildRequestOwnerMark(t *testing.T) {
+	retain, del := v1.PersistentVolumeReclaimRetain, v1.PersistentVolumeReclaimDelete
+	tests := []struct {
+		name        string
+		reclaim     *v1.PersistentVolumeReclaimPolicy
+		classParams map[string]string
+		owner       string
+		want        map[string]string
+	}{
+		{name: "no owner: no mark", want: map[string]string{}},
+		{name: "the class's parameter passes without an owner", classParams: kv(OwnerKey, "x"), want: kv(OwnerKey, "x")},
+		{name: "default reclaim policy", owner: "c1", want: kv(OwnerKey, "Delete/c1")},
+		{name: "Delete", reclaim: &del, owner: "c1", want: kv(OwnerKey, "Delete/c1")},
+		{name: "Retain", reclaim: &retain, owner: "c1", want: kv(OwnerKey, "Retain/c1")},
+		{name: "a class cannot forge the mark", classParams: kv(OwnerKey, "Delete/c1-forged", "type", "ssd"), owner: "c1",
+			want: kv(OwnerKey, "Delete/c1", "type", "ssd")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			class := newClass(nil)
+			class.ReclaimPolicy = tt.reclaim
+			before := maps.Clone(tt.classParams)
+			req, err := BuildRequest(RequestInput{Claim: newClaim(), Class: class, Params: ClassParams{Driver: tt.classParams}},
+				RequestOptions{VolumeNamePrefix: "pvc", Owner: tt.owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(req.Parameters) != len(tt.want) || !maps.Equal(req.Parameters, tt.want) && len(tt.want) > 0 {
+				t.Errorf("parameters %v, want %v", req.Parameters, tt.want)
+			}
+			if !maps.Equal(tt.classParams, before) {
+				t.Errorf("the class parameters were changed: %v", tt.classParams)
+			}
+		})
 	}
 }
