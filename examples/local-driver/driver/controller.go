@@ -48,7 +48,7 @@ func (d *Driver) createVolume(req *csi.CreateVolumeRequest) (*csi.CreateVolumeRe
 		}
 		return &csi.CreateVolumeResponse{Volume: d.volume(id, m)}, nil
 	}
-	m := volumeMeta{Name: name, CapacityBytes: size}
+	m := volumeMeta{Name: name, CapacityBytes: size, Context: echoed(req.GetParameters())}
 	if err := d.store.create(id, m); err != nil {
 		return nil, err
 	}
@@ -98,8 +98,23 @@ func (d *Driver) volume(id string, m volumeMeta) *csi.Volume {
 	return &csi.Volume{
 		VolumeId:           id,
 		CapacityBytes:      m.CapacityBytes,
+		VolumeContext:      m.Context,
 		AccessibleTopology: []*csi.Topology{d.topology()},
 	}
+}
+
+// OwnerParameter is tether's ownership mark: its orphan sweep deletes a
+// volume only when ListVolumes returns this parameter's value in the
+// volume context.
+const OwnerParameter = "tether.dev/owner"
+
+// echoed are the CreateVolume parameters kept as the volume's context.
+func echoed(params map[string]string) map[string]string {
+	v, ok := params[OwnerParameter]
+	if !ok {
+		return nil
+	}
+	return map[string]string{OwnerParameter: v}
 }
 
 // deleteVolume removes a volume; a volume that does not exist is already

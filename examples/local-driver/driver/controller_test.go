@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/tether-csi/tether/pkg/provisioner"
 )
 
 func TestCapacityAccounting(t *testing.T) {
@@ -326,5 +329,42 @@ func TestIdentity(t *testing.T) {
 	ni, err := td.node.NodeGetInfo(context.Background(), &csi.NodeGetInfoRequest{})
 	if err != nil || ni.GetNodeId() != "node-a" || ni.GetAccessibleTopology().GetSegments()[TopologyKey(DefaultName)] != "node-a" {
 		t.Fatalf("node info %v, %v", ni, err)
+	}
+}
+
+// TestOwnerMarkEchoed: tether's ownership mark comes back in the volume
+// context of CreateVolume (also a repeated one) and ListVolumes, and after
+// a restart; other parameters do not.
+func TestOwnerMarkEchoed(t *testing.T) {
+	if OwnerParameter != provisioner.OwnerKey {
+		t.Fatalf("the driver echoes %q, tether marks with %q", OwnerParameter, provisioner.OwnerKey)
+	}
+	root := t.TempDir()
+	td := openTestDriver(t, root, 10*gi)
+	req := createReq("pvc-marked", gi, 0)
+	req.Parameters = map[string]string{OwnerParameter: "Delete/cluster-a", "other": "x"}
+	want := map[string]string{OwnerParameter: "Delete/cluster-a"}
+	for range 2 {
+		resp, err := td.ctrl.CreateVolume(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.GetVolume().GetVolumeContext(); !maps.Equal(got, want) {
+			t.Fatalf("CreateVolume context %v, want %v", got, want)
+		}
+	}
+	td.mustCreate("pvc-plain", gi)
+	for _, d := range []*testDriver{td, openTestDriver(t, root, 10*gi)} {
+		resp, err := d.ctrl.ListVolumes(context.Background(), &csi.ListVolumesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]map[string]string{}
+		for _, e := range resp.GetEntries() {
+			got[e.GetVolume().GetVolumeId()] = e.GetVolume().GetVolumeContext()
+		}
+		if len(got) != 2 || !maps.Equal(got["pvc-marked"], want) || len(got["pvc-plain"]) != 0 {
+			t.Fatalf("ListVolumes contexts %v", got)
+		}
 	}
 }

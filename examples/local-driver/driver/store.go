@@ -51,6 +51,9 @@ const metaSuffix = ".json"
 type volumeMeta struct {
 	Name          string `json:"name"`
 	CapacityBytes int64  `json:"capacityBytes"`
+	// Context is the volume context, returned by CreateVolume and
+	// ListVolumes: the parameters the driver echoes (see echoed).
+	Context map[string]string `json:"context,omitempty"`
 }
 
 // idPattern is what a volume ID looks like: a name that is a safe file name
