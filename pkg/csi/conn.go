@@ -52,10 +52,8 @@ type Options struct {
 type Capabilities struct {
 	// Plugin capabilities (GetPluginCapabilities).
 	ControllerService, AccessibilityConstraints bool
-	// Controller capabilities (ControllerGetCapabilities); SnapshotSource is
-	// CREATE_DELETE_SNAPSHOT.
-	CreateDelete, Clone, ListVolumes, GetCapacity, SnapshotSource bool
-	ListVolumesPublishedNodes                                     bool
+	// Controller capabilities (ControllerGetCapabilities).
+	CreateDelete, Clone, ListVolumes, GetCapacity bool
 }
 
 // Conn is a ready connection to one CSI driver. It is safe for concurrent use.
@@ -178,10 +176,6 @@ func (c *Conn) setUp(ctx context.Context, logger klog.Logger) error {
 				c.caps.ListVolumes = true
 			case csi.ControllerServiceCapability_RPC_GET_CAPACITY:
 				c.caps.GetCapacity = true
-			case csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT:
-				c.caps.SnapshotSource = true
-			case csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES:
-				c.caps.ListVolumesPublishedNodes = true
 			}
 		}
 	}
@@ -189,9 +183,7 @@ func (c *Conn) setUp(ctx context.Context, logger klog.Logger) error {
 		"controllerService", c.caps.ControllerService,
 		"accessibilityConstraints", c.caps.AccessibilityConstraints,
 		"createDelete", c.caps.CreateDelete, "clone", c.caps.Clone,
-		"listVolumes", c.caps.ListVolumes, "getCapacity", c.caps.GetCapacity,
-		"snapshotSource", c.caps.SnapshotSource,
-		"listVolumesPublishedNodes", c.caps.ListVolumesPublishedNodes)
+		"listVolumes", c.caps.ListVolumes, "getCapacity", c.caps.GetCapacity)
 	return nil
 }
 

@@ -40,13 +40,6 @@ type owners struct {
 	attempts map[string]int
 }
 
-func (p *Provisioner) ownNode() string {
-	if p.o.Node == nil {
-		return ""
-	}
-	return p.o.Node.NodeName
-}
-
 // nodeShouldProvision is ShouldProvision in node-deployment mode.
 func (p *Provisioner) nodeShouldProvision(ctx context.Context, claim *v1.PersistentVolumeClaim) bool {
 	if sel := claim.Annotations[storagehelpers.AnnSelectedNode]; sel != "" {
