@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -67,6 +68,7 @@ type Conn struct {
 	metricName atomic.Pointer[string]   // driver_name label
 	driverName string
 	caps       Capabilities
+	onRecheck  func() // tests: called after a reconnection found the driver unchanged
 }
 
 // Connect dials the driver, waits until its Probe says ready (retrying with
@@ -109,6 +111,8 @@ func Connect(ctx context.Context, o Options) (*Conn, error) {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithChainUnaryInterceptor(c.intercept),
+		// Never idle: a connection that is not Ready was lost (see Watch).
+		grpc.WithIdleTimeout(0),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("cannot set up a gRPC client for the CSI driver at %s: %w", path, err)
@@ -128,63 +132,167 @@ func (c *Conn) setUp(ctx context.Context, logger klog.Logger) error {
 	if err := c.waitReady(ctx, logger); err != nil {
 		return err
 	}
+	name, caps, err := c.readDriver(ctx, logger)
+	if err != nil {
+		return err
+	}
+	c.driverName, c.caps = name, caps
+	return nil
+}
 
+// readDriver asks the driver for its name and capabilities.
+func (c *Conn) readDriver(ctx context.Context, logger klog.Logger) (string, Capabilities, error) {
+	var caps Capabilities
 	cctx, cancel := c.withTimeout(ctx)
 	info, err := c.identity.GetPluginInfo(cctx, &csi.GetPluginInfoRequest{})
 	cancel()
 	if err != nil {
-		return fmt.Errorf("the CSI driver at %s did not answer GetPluginInfo: %w", c.address, err)
+		return "", caps, fmt.Errorf("the CSI driver at %s did not answer GetPluginInfo: %w", c.address, err)
 	}
-	if info.GetName() == "" {
-		return fmt.Errorf("the CSI driver at %s returned an empty name from GetPluginInfo", c.address)
+	name := info.GetName()
+	if name == "" {
+		return "", caps, fmt.Errorf("the CSI driver at %s returned an empty name from GetPluginInfo", c.address)
 	}
-	c.driverName = info.GetName()
-	name := c.driverName
-	c.metricName.Store(&name)
-	logger.Info("Found the CSI driver", "address", c.address, "driver", c.driverName,
+	if c.driverName == "" {
+		c.metricName.Store(&name) // the label of the calls from here on
+	}
+	logger.Info("Found the CSI driver", "address", c.address, "driver", name,
 		"vendorVersion", info.GetVendorVersion())
 
 	cctx, cancel = c.withTimeout(ctx)
 	pcaps, err := c.identity.GetPluginCapabilities(cctx, &csi.GetPluginCapabilitiesRequest{})
 	cancel()
 	if err != nil {
-		return fmt.Errorf("the CSI driver %q did not answer GetPluginCapabilities: %w", c.driverName, err)
+		return "", caps, fmt.Errorf("the CSI driver %q did not answer GetPluginCapabilities: %w", name, err)
 	}
 	for _, pc := range pcaps.GetCapabilities() {
 		switch pc.GetService().GetType() {
 		case csi.PluginCapability_Service_CONTROLLER_SERVICE:
-			c.caps.ControllerService = true
+			caps.ControllerService = true
 		case csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS:
-			c.caps.AccessibilityConstraints = true
+			caps.AccessibilityConstraints = true
 		}
 	}
 
-	if c.caps.ControllerService {
+	if caps.ControllerService {
 		cctx, cancel = c.withTimeout(ctx)
 		ccaps, err := c.controller.ControllerGetCapabilities(cctx, &csi.ControllerGetCapabilitiesRequest{})
 		cancel()
 		if err != nil {
-			return fmt.Errorf("the CSI driver %q did not answer ControllerGetCapabilities: %w", c.driverName, err)
+			return "", caps, fmt.Errorf("the CSI driver %q did not answer ControllerGetCapabilities: %w", name, err)
 		}
 		for _, cc := range ccaps.GetCapabilities() {
 			switch cc.GetRpc().GetType() {
 			case csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME:
-				c.caps.CreateDelete = true
+				caps.CreateDelete = true
 			case csi.ControllerServiceCapability_RPC_CLONE_VOLUME:
-				c.caps.Clone = true
+				caps.Clone = true
 			case csi.ControllerServiceCapability_RPC_LIST_VOLUMES:
-				c.caps.ListVolumes = true
+				caps.ListVolumes = true
 			case csi.ControllerServiceCapability_RPC_GET_CAPACITY:
-				c.caps.GetCapacity = true
+				caps.GetCapacity = true
 			}
 		}
 	}
-	logger.Info("CSI driver capabilities", "driver", c.driverName,
-		"controllerService", c.caps.ControllerService,
-		"accessibilityConstraints", c.caps.AccessibilityConstraints,
-		"createDelete", c.caps.CreateDelete, "clone", c.caps.Clone,
-		"listVolumes", c.caps.ListVolumes, "getCapacity", c.caps.GetCapacity)
+	logger.Info("CSI driver capabilities", "driver", name,
+		"controllerService", caps.ControllerService,
+		"accessibilityConstraints", caps.AccessibilityConstraints,
+		"createDelete", caps.CreateDelete, "clone", caps.Clone,
+		"listVolumes", caps.ListVolumes, "getCapacity", caps.GetCapacity)
+	return name, caps, nil
+}
+
+// ErrDriverChanged is wrapped by Watch's error when the driver came back
+// with another name or other capabilities.
+var ErrDriverChanged = errors.New("the CSI driver changed")
+
+// Watch follows the connection to the driver until ctx ends (then it
+// returns nil). When the connection is lost and made again, as when the
+// driver restarted, it waits for the driver to be ready and reads its name
+// and capabilities again. If they differ from what Connect read, it
+// returns an error wrapping ErrDriverChanged: the caller should exit, so
+// that it starts again on what the driver now offers (external-provisioner
+// exits on every lost connection; this exits only when it matters). It
+// returns any other error of that second reading too.
+func (c *Conn) Watch(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("address", c.address)
+	lost := false
+	markLost := func() {
+		if !lost {
+			lost = true
+			logger.Info("Lost the connection to the CSI driver; reconnecting", "driver", c.driverName)
+		}
+	}
+	for {
+		state := c.cc.GetState()
+		switch state {
+		case connectivity.Shutdown:
+			return nil // closed
+		case connectivity.Ready:
+			if lost {
+				lost = false
+				if err := c.recheck(ctx, logger); err != nil || ctx.Err() != nil {
+					return err
+				}
+				continue // the connection may have gone again meanwhile
+			}
+		default:
+			markLost()
+			if state == connectivity.Idle {
+				// Reconnect now, not at the next call, to notice a new driver.
+				c.cc.Connect()
+			}
+		}
+		if !c.cc.WaitForStateChange(ctx, state) {
+			return nil
+		}
+		if state == connectivity.Ready {
+			// It left Ready: even if it is back by now, on a new connection.
+			markLost()
+		}
+	}
+}
+
+// recheck reads the driver's name and capabilities on a new connection and
+// compares them with the first reading.
+func (c *Conn) recheck(ctx context.Context, logger klog.Logger) error {
+	if err := c.waitReady(ctx, logger); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	name, caps, err := c.readDriver(ctx, logger)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("reading the CSI driver again after it reconnected: %w", err)
+	}
+	if err := compareDriver(c.driverName, c.caps, name, caps); err != nil {
+		return err
+	}
+	logger.Info("Reconnected to the CSI driver; its name and capabilities are unchanged", "driver", name)
+	if c.onRecheck != nil {
+		c.onRecheck()
+	}
 	return nil
+}
+
+// compareDriver says how a driver that came back differs from what it
+// was, wrapping ErrDriverChanged; nil when it is the same.
+func compareDriver(oldName string, oldCaps Capabilities, newName string, newCaps Capabilities) error {
+	var diffs []string
+	if newName != oldName {
+		diffs = append(diffs, fmt.Sprintf("name %q, was %q", newName, oldName))
+	}
+	if newCaps != oldCaps {
+		diffs = append(diffs, fmt.Sprintf("capabilities %+v, were %+v", newCaps, oldCaps))
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w after reconnecting: %s; restart to use what it offers now", ErrDriverChanged, strings.Join(diffs, "; "))
 }
 
 // waitReady probes until the driver is ready. Every error is retried except

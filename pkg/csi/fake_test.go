@@ -115,6 +115,14 @@ func testSocket(t *testing.T) string {
 // serve runs drv on a unix socket at path until the test ends.
 func serve(t *testing.T, path string, drv *fakeDriver) {
 	t.Helper()
+	serveStoppable(t, path, drv)
+}
+
+// serveStoppable runs drv on a unix socket at path until the returned
+// function is called (as if the driver exited; the socket goes) or the test
+// ends.
+func serveStoppable(t *testing.T, path string, drv *fakeDriver) (stop func()) {
+	t.Helper()
 	lis, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -127,10 +135,15 @@ func serve(t *testing.T, path string, drv *fakeDriver) {
 		defer close(done)
 		_ = srv.Serve(lis)
 	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			srv.Stop()
+			<-done
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // startDriver serves drv on a new socket and returns the socket's path.
