@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -152,6 +153,16 @@ func run(ctx context.Context, o options) error {
 	driver := conn.DriverName()
 	caps := conn.Capabilities()
 	klog.FromContext(ctx).Info("CSI driver ready", "driver", driver, "capabilities", fmt.Sprintf("%+v", caps))
+	// A driver that restarts with another name or other capabilities (or
+	// cannot be read again) ends the process, which starts again on what
+	// the driver now offers.
+	ctx, driverChanged := context.WithCancelCause(ctx)
+	defer driverChanged(nil)
+	go func() {
+		if err := conn.Watch(ctx); err != nil {
+			driverChanged(err)
+		}
+	}()
 
 	cfg, err := o.kube.RestConfig("tether-provisioner")
 	if err != nil {
@@ -274,7 +285,7 @@ func run(ctx context.Context, o options) error {
 		}
 		o.leader.Name = strings.Trim(nonName.ReplaceAllString(strings.ToLower(lease), "-"), "-")
 	}
-	return server.RunElected(ctx, client, o.leader, health, func(ctx context.Context) error {
+	err = server.RunElected(ctx, client, o.leader, health, func(ctx context.Context) error {
 		factory.Start(ctx.Done())
 		if !cache.WaitForCacheSync(ctx.Done(), claimInf.Informer().HasSynced, volumeInf.Informer().HasSynced,
 			classInf.Informer().HasSynced, nodeInf.Informer().HasSynced, csiNodeInf.Informer().HasSynced, vaInf.Informer().HasSynced) {
@@ -296,4 +307,8 @@ func run(ctx context.Context, o options) error {
 		<-ctx.Done()
 		return nil
 	})
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
 }
