@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	certutil "k8s.io/client-go/util/cert"
 )
 
 // The kinds of fault the proxy injects.
@@ -56,14 +58,16 @@ type FaultOptions struct {
 }
 
 // FaultProxy is a reverse proxy in front of kube-apiserver that fails a
-// fraction of writes. It serves plain HTTP on loopback and forwards over TLS
+// fraction of writes. It serves HTTPS on loopback and forwards over TLS
 // with the client's own Authorization header, so a component keeps its
 // identity (use a bearer token: client certificates end at the proxy).
 // Reads, watches and the other long-running requests are streamed through
 // untouched.
 type FaultProxy struct {
-	// URL is where the proxy listens (http://127.0.0.1:port).
-	URL string
+	// URL is where the proxy listens (https://127.0.0.1:port), and CAData
+	// the PEM of its self-signed certificate.
+	URL    string
+	CAData []byte
 
 	o      FaultOptions
 	mu     sync.Mutex
@@ -139,9 +143,21 @@ func StartFaultProxy(t T, c *Cluster, o FaultOptions) *FaultProxy {
 		}
 		rp.ServeHTTP(w, r)
 	})}
-	go func() { _ = srv.Serve(ln) }()
+	// TLS, as clientcmd sends credentials only to an https server: a
+	// self-signed certificate for the loopback address.
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.CAData = certPEM
+	srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
 	t.Cleanup(func() { srv.Close() })
-	p.URL = "http://" + ln.Addr().String()
+	p.URL = "https://" + ln.Addr().String()
 	return p
 }
 
@@ -255,7 +271,7 @@ func (p *FaultProxy) Kubeconfig(t T, c *Cluster, name string, cfg *rest.Config) 
 		t.Fatal("the fault proxy needs a bearer token (client certificates end at the proxy)")
 	}
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["faults"] = &clientcmdapi.Cluster{Server: p.URL}
+	kc.Clusters["faults"] = &clientcmdapi.Cluster{Server: p.URL, CertificateAuthorityData: p.CAData}
 	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
 	kc.Contexts[name] = &clientcmdapi.Context{Cluster: "faults", AuthInfo: name}
 	kc.CurrentContext = name

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func TestResourceOf(t *testing.T) {
@@ -61,7 +62,14 @@ func TestFaultProxy(t *testing.T) {
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: upstream.Certificate().Raw})
 	c := &Cluster{Config: &rest.Config{Host: upstream.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}, Dir: t.TempDir()}
 	p := StartFaultProxy(t, c, FaultOptions{Fraction: 1, Seed: 7})
-	cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: p.URL, BearerToken: "secret", QPS: -1})
+	// Through a kubeconfig, as the components do.
+	path := p.Kubeconfig(t, c, "someone", &rest.Config{BearerToken: "secret"})
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS = -1
+	cs := kubernetes.NewForConfigOrDie(cfg)
 
 	ctx := t.Context()
 	if _, err := cs.CoreV1().PersistentVolumeClaims("default").Get(ctx, "c", metav1.GetOptions{}); err != nil {
