@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,11 +23,13 @@ import (
 
 // config: CHAOS_CLAIMS (default 40), CHAOS_SEED (default 1), CHAOS_DURATION
 // (the fault phase, default 20s), CHAOS_CONVERGE (the deadline to settle
-// after it, default 5m).
+// after it, default 5m), CHAOS_FAULTS (the fraction of the components' API
+// writes that the fault proxy fails, default 0.05; 0 takes the proxy away).
 type config struct {
 	claims             int
 	seed               uint64
 	duration, converge time.Duration
+	faults             float64
 }
 
 func load(t *testing.T) config {
@@ -40,33 +43,82 @@ func load(t *testing.T) config {
 	seed, err2 := strconv.ParseUint(get("CHAOS_SEED", "1"), 10, 64)
 	duration, err3 := time.ParseDuration(get("CHAOS_DURATION", "20s"))
 	converge, err4 := time.ParseDuration(get("CHAOS_CONVERGE", "5m"))
-	for _, err := range []error{err1, err2, err3, err4} {
+	faults, err5 := strconv.ParseFloat(get("CHAOS_FAULTS", "0.05"), 64)
+	for _, err := range []error{err1, err2, err3, err4, err5} {
 		if err != nil {
 			t.Fatalf("chaos settings: %v", err)
 		}
 	}
-	return config{claims: claims, seed: seed, duration: duration, converge: converge}
+	if faults < 0 || faults > 1 {
+		t.Fatalf("chaos settings: CHAOS_FAULTS %v is not a fraction", faults)
+	}
+	return config{claims: claims, seed: seed, duration: duration, converge: converge, faults: faults}
 }
 
 // Counters of what the run did.
 type counters struct {
 	created, deleted, kills atomic.Int64
+	mu                      sync.Mutex
+	byKind, deletedByKind   map[string]int
 }
 
-// TestChaos creates claims of every kind while it deletes a fifth of them
-// at random moments and SIGKILLs the binder leader, a provisioner leader
-// and a driver at random intervals; then it lets the system settle and
-// checks that nothing was lost or leaked.
+func (n *counters) made(kind string) {
+	n.created.Add(1)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.byKind == nil {
+		n.byKind = map[string]int{}
+	}
+	n.byKind[kind]++
+}
+
+func (n *counters) gone(kind string) {
+	n.deleted.Add(1)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.deletedByKind == nil {
+		n.deletedByKind = map[string]int{}
+	}
+	n.deletedByKind[kind]++
+}
+
+// kinds is "kind made/deleted, …".
+func (n *counters) kinds() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%s %d/%d", k, n.byKind[k], n.deletedByKind[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// TestChaos creates claims of every kind while it deletes some of them at
+// random moments, SIGKILLs the binder leader, a provisioner leader and a
+// driver at random intervals, and (with CHAOS_FAULTS) fails a fraction of
+// the components' API writes; then it lets the system settle and checks
+// that nothing was lost, leaked or left stuck.
 func TestChaos(t *testing.T) {
 	cfg := load(t)
 	rng := rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x5eed))
 	c := cluster.Start(t, cluster.Options{Scheduler: true, Controllers: []string{
 		"persistentvolumeclaim-protection-controller", "persistentvolume-protection-controller"},
 		APIServerArgs: map[string][]string{"max-requests-inflight": {"1000"}, "max-mutating-requests-inflight": {"500"}}})
+	// Our components reach the API server through the fault proxy, with a
+	// cluster-admin token; the test, KCM and kube-scheduler go direct.
+	kubeconfig, adminToken := c.AdminTokenKubeconfig(t)
+	var proxy *cluster.FaultProxy
+	if cfg.faults > 0 {
+		proxy = cluster.StartFaultProxy(t, c, cluster.FaultOptions{Fraction: cfg.faults, Seed: cfg.seed})
+		kubeconfig = proxy.Kubeconfig(t, c, "tether-admin", adminToken)
+	}
 	stack := cluster.StartLocalStack(t, c, cluster.StackOptions{NodeCapacity: "100Ti", BinderReplicas: 2, ProvisionerReplicas: 2,
-		DriverArgs: []string{"--slow-create=300ms"}})
-	w := &world{t: t, c: c, stack: stack, rng: rng, mu: &sync.Mutex{}, uids: map[string]bool{}}
+		BinderKubeconfig: kubeconfig, ProvisionerKubeconfig: kubeconfig, DriverArgs: []string{"--slow-create=300ms"}})
+	w := &world{t: t, c: c, stack: stack, rng: rng, mu: &sync.Mutex{}, uids: map[string]bool{}, kindOf: map[int]string{},
+		pvs: map[string]seenPV{}}
+	w.mock = startMock(t, c, kubeconfig)
 	w.classes()
+	w.watchPVs()
 
 	start := time.Now()
 	ctx, stop := context.WithTimeout(t.Context(), cfg.duration)
@@ -75,8 +127,8 @@ func TestChaos(t *testing.T) {
 	wg.Go(func() { w.killer(ctx, &n) })
 	interval := cfg.duration * 7 / 10 / time.Duration(max(cfg.claims, 1))
 	for i := range cfg.claims {
-		w.create(i, &n)
-		if w.chance(0.2) {
+		kind := w.create(i, &n)
+		if p := deleteChance[kind]; p > 0 && w.chance(p) {
 			delay := time.Duration(w.intn(3000)) * time.Millisecond
 			wg.Go(func() {
 				select {
@@ -98,15 +150,32 @@ func TestChaos(t *testing.T) {
 	w.restartAll()
 	faults := time.Since(start)
 
+	// The proxy stays on: the system must settle on a flaky API too.
 	settled := time.Now()
-	w.converge(cfg.converge)
-	report := w.check()
-	t.Logf("chaos: seed %d, %d claims created, %d deleted, %d kills in %s; converged in %s; %s",
-		cfg.seed, n.created.Load(), n.deleted.Load(), n.kills.Load(), faults.Round(time.Second),
-		time.Since(settled).Round(100*time.Millisecond), report)
-	fmt.Printf("chaos: seed=%d claims=%d deletes=%d kills=%d converge=%s %s\n", cfg.seed, n.created.Load(),
-		n.deleted.Load(), n.kills.Load(), time.Since(settled).Round(100*time.Millisecond), report)
+	stuck := w.converge(cfg.converge)
+	took := time.Since(settled).Round(100 * time.Millisecond)
+	report := w.check(stuck)
+	faultLine := "fault proxy off"
+	if proxy != nil {
+		faultLine = "API " + proxy.Counts().String()
+	}
+	t.Logf("chaos: seed %d, %d claims created, %d deleted (by kind, made/deleted: %s), %d kills in %s; %s; settled in %s; %s",
+		cfg.seed, n.created.Load(), n.deleted.Load(), n.kinds(), n.kills.Load(), faults.Round(time.Second),
+		faultLine, took, report)
+	fmt.Printf("chaos: seed=%d claims=%d deletes=%d (made/deleted: %s) kills=%d converge=%s\nchaos: %s\nchaos: %s\n", cfg.seed,
+		n.created.Load(), n.deleted.Load(), n.kinds(), n.kills.Load(), took, faultLine, report)
 }
+
+// The class of each kind of claim.
+var classOf = map[string]string{"immediate": "immediate", "wffc": "wffc", "static": "manual", "prebound": "manual",
+	"retain": "retain", "source": "clone", "clone": "clone"}
+
+// deleteChance is the chance that a claim of a kind is deleted at a random
+// moment. Clone sources are kept, so that a clone never waits for ever on
+// a source that is gone (a user's error, not ours); Retain claims are
+// deleted more often, to have many volumes to keep.
+var deleteChance = map[string]float64{"immediate": 0.2, "wffc": 0.2, "static": 0.2, "prebound": 0.2,
+	"retain": 0.5, "source": 0, "clone": 0.2}
 
 func (w *world) classes() {
 	t := w.t
@@ -119,5 +188,7 @@ func (w *world) classes() {
 	}
 	create("wffc", cluster.LocalDriver, storagev1.VolumeBindingWaitForFirstConsumer, corev1.PersistentVolumeReclaimDelete)
 	create("immediate", cluster.LocalDriver, storagev1.VolumeBindingImmediate, corev1.PersistentVolumeReclaimDelete)
+	create("retain", cluster.LocalDriver, storagev1.VolumeBindingImmediate, corev1.PersistentVolumeReclaimRetain)
+	create("clone", mockDriver, storagev1.VolumeBindingImmediate, corev1.PersistentVolumeReclaimDelete)
 	create("manual", "kubernetes.io/no-provisioner", storagev1.VolumeBindingImmediate, corev1.PersistentVolumeReclaimRetain)
 }
