@@ -86,30 +86,148 @@ func PreBoundTo(pv *v1.PersistentVolume, n ClaimNeeds) bool {
 		(ref.UID == "" || string(ref.UID) == n.UID)
 }
 
-// fits checks what every candidate must meet, pre-bound or not: size,
-// volumeMode, attributes class, access modes, not being deleted and, for a
-// node-bound match, node affinity. nodeLabels nil means no node check.
-func fits(pv *v1.PersistentVolume, n ClaimNeeds, nodeLabels map[string]string) error {
+// MismatchReason names why a volume is no match for a claim. The values are
+// stable: kubectl-tether prints them in its JSON output.
+type MismatchReason string
+
+// The reasons, in the order Reject checks them.
+const (
+	// MismatchClaimed: the volume's claimRef names another claim.
+	MismatchClaimed MismatchReason = "ClaimedByAnother"
+	// MismatchNoNode: the class waits for the first consumer, no node is
+	// selected yet, and only a volume pre-bound to the claim is taken then.
+	MismatchNoNode MismatchReason = "WaitingForNode"
+	// MismatchClass: the volume's StorageClass is not the claim's.
+	MismatchClass MismatchReason = "StorageClass"
+	// MismatchPhase: the volume is not Available (nor new).
+	MismatchPhase MismatchReason = "Phase"
+	// MismatchSelector: the volume's labels do not match the claim's selector.
+	MismatchSelector MismatchReason = "Selector"
+	// MismatchDeleting: the volume is being deleted.
+	MismatchDeleting MismatchReason = "BeingDeleted"
+	// MismatchSize: the volume is smaller than the request.
+	MismatchSize MismatchReason = "TooSmall"
+	// MismatchVolumeMode: Filesystem against Block.
+	MismatchVolumeMode MismatchReason = "VolumeMode"
+	// MismatchVAC: the VolumeAttributesClass differs.
+	MismatchVAC MismatchReason = "VolumeAttributesClass"
+	// MismatchAccessModes: the volume lacks an access mode the claim asks for.
+	MismatchAccessModes MismatchReason = "AccessModes"
+	// MismatchNodeAffinity: the volume's node affinity excludes the selected node.
+	MismatchNodeAffinity MismatchReason = "NodeAffinity"
+)
+
+// Mismatch is the first reason a volume is no match for a claim, typed and
+// in words. It is an error: Satisfies returns it.
+type Mismatch struct {
+	Reason  MismatchReason
+	Message string
+}
+
+func (m *Mismatch) Error() string { return m.Message }
+
+func mismatch(r MismatchReason, format string, args ...any) *Mismatch {
+	return &Mismatch{Reason: r, Message: fmt.Sprintf(format, args...)}
+}
+
+// Reject returns the first reason the binder's search for the claim q.Needs
+// (a claim with no spec.volumeName) passes over pv, or nil when pv is one of
+// the volumes the search may take; Index.Reserve picks the best of those.
+// The search (Index.match) runs the same checks: fits for a volume
+// pre-bound to the claim, and for an unclaimed one its index group (class,
+// volumeMode, access modes) then candidate. A reservation by another claim
+// in the binder's memory is not seen here.
+func Reject(pv *v1.PersistentVolume, q MatchQuery) *Mismatch {
+	n := q.Needs
+	if ref := pv.Spec.ClaimRef; ref != nil {
+		if !PreBoundTo(pv, n) {
+			return mismatch(MismatchClaimed, "the volume is claimed by %s/%s", ref.Namespace, ref.Name)
+		}
+		return fitMismatch(pv, n, q.NodeLabels)
+	}
+	if q.DelayBinding && q.NodeLabels == nil {
+		return mismatch(MismatchNoNode, "the class waits for the first consumer: until a node is selected only a volume pre-bound to the claim is taken")
+	}
+	if c := storagehelpers.GetPersistentVolumeClass(pv); c != n.Class {
+		return mismatch(MismatchClass, "storageClassName does not match (volume %q, claim %q)", c, n.Class)
+	}
+	if m := volumeModeOf(pv.Spec.VolumeMode); m != n.Mode {
+		return volumeModeMismatch(m, n.Mode)
+	}
+	if !hasAllModes(pv.Spec.AccessModes, n.AccessModes) {
+		return accessModesMismatch(pv, n)
+	}
+	return unclaimedMismatch(pv, n, q.NodeLabels)
+}
+
+// fitMismatch checks what every candidate must meet, pre-bound or not:
+// not being deleted, size, volumeMode, attributes class, access modes and,
+// for a node-bound match, node affinity. nodeLabels nil means no node check.
+func fitMismatch(pv *v1.PersistentVolume, n ClaimNeeds, nodeLabels map[string]string) *Mismatch {
 	if pv.DeletionTimestamp != nil {
-		return errors.New("the volume is being deleted")
+		return mismatch(MismatchDeleting, "the volume is being deleted")
 	}
 	capQty := pv.Spec.Capacity[v1.ResourceStorage]
 	if capQty.Cmp(n.Request) < 0 {
-		return fmt.Errorf("the volume is too small (%s < %s)", capQty.String(), n.Request.String())
+		return mismatch(MismatchSize, "the volume is too small (%s < %s)", capQty.String(), n.Request.String())
 	}
-	if volumeModeOf(pv.Spec.VolumeMode) != n.Mode {
-		return fmt.Errorf("incompatible volumeMode (volume %s, claim %s)", volumeModeOf(pv.Spec.VolumeMode), n.Mode)
+	if m := volumeModeOf(pv.Spec.VolumeMode); m != n.Mode {
+		return volumeModeMismatch(m, n.Mode)
 	}
 	if ptr.Deref(pv.Spec.VolumeAttributesClassName, "") != n.VAC {
-		return errors.New("volumeAttributesClassName does not match")
+		return mismatch(MismatchVAC, "volumeAttributesClassName does not match (volume %q, claim %q)",
+			ptr.Deref(pv.Spec.VolumeAttributesClassName, ""), n.VAC)
 	}
 	if !hasAllModes(pv.Spec.AccessModes, n.AccessModes) {
-		return errors.New("incompatible access modes")
+		return accessModesMismatch(pv, n)
 	}
 	if nodeLabels != nil {
 		if err := storagehelpers.CheckNodeAffinity(pv, nodeLabels); err != nil {
-			return fmt.Errorf("the volume's node affinity excludes the selected node: %v", err)
+			return mismatch(MismatchNodeAffinity, "the volume's node affinity excludes the selected node: %v", err)
 		}
+	}
+	return nil
+}
+
+// unclaimedMismatch checks an unclaimed volume beyond its index group:
+// phase, selector, then fitMismatch.
+func unclaimedMismatch(pv *v1.PersistentVolume, n ClaimNeeds, nodeLabels map[string]string) *Mismatch {
+	if !available(pv) {
+		if pv.Spec.ClaimRef != nil {
+			return mismatch(MismatchClaimed, "the volume is claimed by %s/%s", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name)
+		}
+		return mismatch(MismatchPhase, "the volume is %s, not Available", pv.Status.Phase)
+	}
+	if n.Selector != nil && !n.Selector.Matches(labels.Set(pv.Labels)) {
+		return mismatch(MismatchSelector, "the volume's labels do not match the claim's selector %q", n.Selector.String())
+	}
+	return fitMismatch(pv, n, nodeLabels)
+}
+
+func volumeModeMismatch(volume, claim v1.PersistentVolumeMode) *Mismatch {
+	return mismatch(MismatchVolumeMode, "incompatible volumeMode (volume %s, claim %s)", volume, claim)
+}
+
+func accessModesMismatch(pv *v1.PersistentVolume, n ClaimNeeds) *Mismatch {
+	return mismatch(MismatchAccessModes, "incompatible access modes (volume %s, claim %s)",
+		joinModes(pv.Spec.AccessModes), joinModes(n.AccessModes))
+}
+
+func joinModes(modes []v1.PersistentVolumeAccessMode) string {
+	if len(modes) == 0 {
+		return "none"
+	}
+	s := make([]string, len(modes))
+	for i, m := range modes {
+		s[i] = string(m)
+	}
+	return strings.Join(s, ",")
+}
+
+// fits is fitMismatch as an error, for the index's search.
+func fits(pv *v1.PersistentVolume, n ClaimNeeds, nodeLabels map[string]string) error {
+	if m := fitMismatch(pv, n, nodeLabels); m != nil {
+		return m
 	}
 	return nil
 }
@@ -118,7 +236,7 @@ func fits(pv *v1.PersistentVolume, n ClaimNeeds, nodeLabels map[string]string) e
 // checks of fits plus class (KCM's checkVolumeSatisfyClaim).
 func Satisfies(pv *v1.PersistentVolume, n ClaimNeeds) error {
 	if c := storagehelpers.GetPersistentVolumeClass(pv); c != n.Class {
-		return fmt.Errorf("storageClassName does not match (volume %q, claim %q)", c, n.Class)
+		return mismatch(MismatchClass, "storageClassName does not match (volume %q, claim %q)", c, n.Class)
 	}
 	return fits(pv, n, nil)
 }
@@ -138,16 +256,10 @@ func available(pv *v1.PersistentVolume) bool {
 }
 
 // candidate checks an unclaimed volume for a claim, beyond its index group
-// (class, volumeMode and access modes are the group's): selector, size,
-// phase, node affinity.
+// (class, volumeMode and access modes are the group's): phase, selector,
+// then fits. It is unclaimedMismatch, which Reject runs too.
 func candidate(pv *v1.PersistentVolume, n ClaimNeeds, nodeLabels map[string]string) bool {
-	if !available(pv) {
-		return false
-	}
-	if n.Selector != nil && !n.Selector.Matches(labels.Set(pv.Labels)) {
-		return false
-	}
-	return fits(pv, n, nodeLabels) == nil
+	return unclaimedMismatch(pv, n, nodeLabels) == nil
 }
 
 func hasAllModes(have, want []v1.PersistentVolumeAccessMode) bool {

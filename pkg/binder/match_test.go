@@ -1,6 +1,7 @@
 package binder
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -222,5 +223,113 @@ func TestSelectorNilWhenClaimHasNone(t *testing.T) {
 	n = mustParse(t, newPVC("c", "1Gi", claimSelector(&metav1.LabelSelector{})))
 	if n.Selector == nil || !n.Selector.Matches(labels.Set{"any": "thing"}) {
 		t.Fatalf("empty selector = %v, want one matching everything", n.Selector)
+	}
+}
+
+func TestReject(t *testing.T) {
+	node1 := map[string]string{"host": "n1"}
+	sel := claimSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"tier": "db"}})
+	tests := []struct {
+		name  string
+		pv    *v1.PersistentVolume
+		claim *v1.PersistentVolumeClaim
+		delay bool
+		node  map[string]string
+		want  MismatchReason // "" for a match
+	}{
+		{"a fitting Available volume is a match", newPV("v", "1Gi"), newPVC("c", "1Gi"), false, nil, ""},
+		{"claimed by another claim", newPV("v", "1Gi", pvClaimRef("other", "uid-other")), newPVC("c", "1Gi"), false, nil, MismatchClaimed},
+		{"pre-bound to the claim by an old UID is another claim's", newPV("v", "1Gi", pvClaimRef("c", "uid-old")), newPVC("c", "1Gi"), false, nil, MismatchClaimed},
+		{"pre-bound to the claim: class is not checked", newPV("v", "1Gi", pvClass("gold"), pvClaimRef("c", "")), newPVC("c", "1Gi"), false, nil, ""},
+		{"pre-bound to the claim but too small", newPV("v", "1Gi", pvClaimRef("c", "")), newPVC("c", "2Gi"), false, nil, MismatchSize},
+		{"pre-bound to the claim is taken before a node is selected", newPV("v", "1Gi", pvClaimRef("c", "")), newPVC("c", "1Gi"), true, nil, ""},
+		{"delayed binding without a node", newPV("v", "1Gi"), newPVC("c", "1Gi"), true, nil, MismatchNoNode},
+		{"delayed binding with the volume's node", newPV("v", "1Gi", pvNode("host", "n1")), newPVC("c", "1Gi"), true, node1, ""},
+		{"delayed binding with another node", newPV("v", "1Gi", pvNode("host", "n2")), newPVC("c", "1Gi"), true, node1, MismatchNodeAffinity},
+		{"other class", newPV("v", "1Gi", pvClass("gold")), newPVC("c", "1Gi", claimClass("silver")), false, nil, MismatchClass},
+		{"class before size", newPV("v", "1Gi", pvClass("gold")), newPVC("c", "5Gi"), false, nil, MismatchClass},
+		{"Block volume for a Filesystem claim", newPV("v", "1Gi", pvVolumeMode(v1.PersistentVolumeBlock)), newPVC("c", "1Gi"), false, nil, MismatchVolumeMode},
+		{"access modes not covered", newPV("v", "1Gi"), newPVC("c", "1Gi", claimModes(rwx)), false, nil, MismatchAccessModes},
+		{"Released volume without claimRef", newPV("v", "1Gi", pvPhase(v1.VolumeReleased)), newPVC("c", "1Gi"), false, nil, MismatchPhase},
+		{"selector does not match", newPV("v", "1Gi", pvLabels("tier", "web")), newPVC("c", "1Gi", sel), false, nil, MismatchSelector},
+		{"selector matches", newPV("v", "1Gi", pvLabels("tier", "db")), newPVC("c", "1Gi", sel), false, nil, ""},
+		{"being deleted", newPV("v", "1Gi", pvDeleting()), newPVC("c", "1Gi"), false, nil, MismatchDeleting},
+		{"too small", newPV("v", "1Gi"), newPVC("c", "2Gi"), false, nil, MismatchSize},
+		{"attributes class differs", newPV("v", "1Gi", pvVAC("fast")), newPVC("c", "1Gi"), false, nil, MismatchVAC},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := mustParse(t, tt.claim)
+			m := Reject(tt.pv, MatchQuery{Needs: n, DelayBinding: tt.delay, NodeLabels: tt.node})
+			switch {
+			case tt.want == "" && m != nil:
+				t.Errorf("Reject = %s (%s), want a match", m.Reason, m.Message)
+			case tt.want != "" && m == nil:
+				t.Errorf("Reject = match, want %s", tt.want)
+			case m != nil && (m.Reason != tt.want || m.Message == ""):
+				t.Errorf("Reject = %s (%q), want %s with words", m.Reason, m.Message, tt.want)
+			}
+		})
+	}
+}
+
+// TestRejectAgreesWithIndex: over a pool of volumes, the index offers a
+// volume exactly when Reject passes one, and only one Reject passes.
+func TestRejectAgreesWithIndex(t *testing.T) {
+	pool := []*v1.PersistentVolume{
+		newPV("a-small", "1Gi", pvClass("gold")),
+		newPV("b-big", "10Gi", pvClass("gold")),
+		newPV("c-rwx", "5Gi", pvClass("gold"), pvModes(rwx, rwo)),
+		newPV("d-block", "5Gi", pvClass("gold"), pvVolumeMode(v1.PersistentVolumeBlock)),
+		newPV("e-db", "5Gi", pvClass("gold"), pvLabels("tier", "db")),
+		newPV("f-node1", "5Gi", pvClass("local"), pvNode("host", "n1")),
+		newPV("g-node2", "5Gi", pvClass("local"), pvNode("host", "n2")),
+		newPV("h-pre", "5Gi", pvClass("gold"), pvClaimRef("pre", "")),
+		newPV("i-released", "5Gi", pvClass("gold"), pvPhase(v1.VolumeReleased)),
+		newPV("j-deleting", "20Gi", pvClass("gold"), pvDeleting()),
+		newPV("k-fast", "5Gi", pvClass("gold"), pvVAC("fast")),
+	}
+	ix := NewIndex()
+	for _, pv := range pool {
+		ix.Upsert(pv)
+	}
+	queries := []struct {
+		claim *v1.PersistentVolumeClaim
+		delay bool
+		node  map[string]string
+	}{
+		{claim: newPVC("c1", "1Gi", claimClass("gold"))},
+		{claim: newPVC("c2", "2Gi", claimClass("gold"))},
+		{claim: newPVC("c3", "20Gi", claimClass("gold"))},
+		{claim: newPVC("c4", "1Gi", claimClass("gold"), claimModes(rwx))},
+		{claim: newPVC("c5", "1Gi", claimClass("gold"), claimVolumeMode(v1.PersistentVolumeBlock))},
+		{claim: newPVC("c6", "1Gi", claimClass("gold"), claimSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"tier": "db"}}))},
+		{claim: newPVC("c7", "1Gi", claimClass("gold"), claimVAC("fast"))},
+		{claim: newPVC("pre", "1Gi", claimClass("gold"))},
+		{claim: newPVC("c8", "1Gi", claimClass("local")), delay: true},
+		{claim: newPVC("c9", "1Gi", claimClass("local")), delay: true, node: map[string]string{"host": "n2"}},
+		{claim: newPVC("c10", "1Gi", claimClass("local")), delay: true, node: map[string]string{"host": "n3"}},
+		{claim: newPVC("c11", "1Gi", claimClass("silver"))},
+	}
+	for _, tt := range queries {
+		t.Run(tt.claim.Name, func(t *testing.T) {
+			q := MatchQuery{Needs: mustParse(t, tt.claim), DelayBinding: tt.delay, NodeLabels: tt.node}
+			var passed []string
+			for _, pv := range pool {
+				if Reject(pv, q) == nil {
+					passed = append(passed, pv.Name)
+				}
+			}
+			got := ix.Reserve(q)
+			if got != nil {
+				ix.Release(got.Name, q.Needs.UID)
+			}
+			switch {
+			case got == nil && len(passed) > 0:
+				t.Errorf("index offers nothing, Reject passes %v", passed)
+			case got != nil && !slices.Contains(passed, got.Name):
+				t.Errorf("index offers %s, Reject passes %v", got.Name, passed)
+			}
+		})
 	}
 }
