@@ -91,12 +91,5 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	var runErr error
-	err = server.RunElected(ctx, client, o.leader, health, func(ctx context.Context) {
-		runErr = ctrl.Run(ctx)
-	})
-	if err != nil {
-		return err
-	}
-	return runErr
+	return server.RunElected(ctx, client, o.leader, health, ctrl.Run)
 }

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -91,16 +93,24 @@ func podNamespace() string {
 	return strings.TrimSpace(string(data))
 }
 
-// RunElected runs run(ctx) while this process leads, or at once when
-// leader election is off. It returns when ctx ends. Losing the lease while
-// ctx is alive returns an error: the caller should exit, so that a
-// restarted process starts from clean caches.
-func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOptions, health *Health, run func(context.Context)) error {
+// RunElected runs run while this process leads, or at once when leader
+// election is off, and returns run's error.
+//
+// The work guarded by the lease must be over before anyone else may lead, so
+// the order on the way out is: ctx ends (or the lease is lost), run's context
+// ends, run returns, the lease stops being renewed, and only then is the lease
+// handed back (emptied, so that a stand-by replica takes it at once) and
+// RunElected returns. The lease is kept renewed while run drains.
+//
+// If run returns by itself while ctx is alive, this process stops leading and
+// RunElected returns run's error. Losing the lease while ctx is alive returns
+// an error (after run returned): the caller should exit, so that a restarted
+// process starts from clean caches.
+func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOptions, health *Health, run func(context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	if !o.Enabled {
 		health.SetReady()
-		run(ctx)
-		return nil
+		return run(ctx)
 	}
 	if err := o.validate(); err != nil {
 		return err
@@ -119,21 +129,62 @@ func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOption
 	if err != nil {
 		return fmt.Errorf("leader election lock: %w", err)
 	}
+	lease := o.Namespace + "/" + o.Name
+
+	// The elector runs on its own context, which outlives ctx until run has
+	// returned: client-go's elector starts OnStartedLeading in a goroutine
+	// and stops renewing as soon as its context ends, without waiting for it.
+	// For the same reason it does not release the lease itself
+	// (ReleaseOnCancel is off); release below does, after run returned.
+	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElecting()
+	var (
+		mu       sync.Mutex
+		leading  bool // run was started
+		over     bool // the elector returned: too late to start run
+		finished = make(chan struct{})
+		runErr   error
+		runEnded bool // run returned while ctx and the lease were alive
+	)
+	// Standing by when ctx ends: nothing to wait for.
+	stopWatch := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !leading {
+			stopElecting()
+		}
+	})
+	defer stopWatch()
+
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(o.RenewDeadline * 2)
 	health.AddCheck("leader-election", watchdog.Check)
 	health.SetReady()
-	lost := make(chan struct{})
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
-		ReleaseOnCancel: true,
+		ReleaseOnCancel: false,
 		WatchDog:        watchdog,
 		Name:            o.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				logger.Info("Became leader", "lease", o.Namespace+"/"+o.Name, "identity", o.Identity)
-				run(ctx)
+			// leadCtx ends when the lease is lost; ctx ending ends the
+			// work's context too.
+			OnStartedLeading: func(leadCtx context.Context) {
+				mu.Lock()
+				if over || ctx.Err() != nil {
+					mu.Unlock()
+					return
+				}
+				leading = true
+				mu.Unlock()
+				defer close(finished)
+				defer stopElecting() // the work is over: stop renewing
+				workCtx, cancel := context.WithCancel(leadCtx)
+				defer cancel()
+				defer context.AfterFunc(ctx, cancel)()
+				logger.Info("Became leader", "lease", lease, "identity", o.Identity)
+				runErr = run(workCtx)
+				runEnded = workCtx.Err() == nil
 			},
-			OnStoppedLeading: func() { close(lost) },
+			OnStoppedLeading: func() {},
 			OnNewLeader: func(id string) {
 				if id != o.Identity {
 					logger.Info("Another replica leads", "leader", id)
@@ -144,10 +195,47 @@ func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOption
 	if err != nil {
 		return err
 	}
-	elector.Run(ctx)
-	<-lost
-	if ctx.Err() == nil {
+	elector.Run(electCtx)
+	mu.Lock()
+	over = true
+	wasLeading := leading
+	mu.Unlock()
+	if !wasLeading {
+		if ctx.Err() == nil {
+			return errors.New("leader election lost")
+		}
+		return nil // ctx ended while standing by
+	}
+	<-finished
+	if err := release(ctx, lock, o.Identity, o.RenewDeadline); err != nil {
+		logger.Error(err, "Could not hand back the lease; another replica takes it when it expires", "lease", lease)
+	} else {
+		logger.Info("Stopped leading", "lease", lease)
+	}
+	switch {
+	case runErr != nil:
+		return runErr
+	case ctx.Err() == nil && !runEnded:
 		return errors.New("leader election lost")
 	}
 	return nil
+}
+
+// release empties the lease if it still names identity, so that a stand-by
+// replica need not wait for it to expire. The write is conditional on the
+// resource version just read, so it cannot undo another replica's take-over.
+func release(ctx context.Context, lock resourcelock.Interface, identity string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	rec, _, err := lock.Get(ctx)
+	if err != nil {
+		return err
+	}
+	if rec.HolderIdentity != identity {
+		return nil
+	}
+	now := metav1.Now()
+	return lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaseDurationSeconds: 1, AcquireTime: now, RenewTime: now, LeaderTransitions: rec.LeaderTransitions,
+	})
 }
