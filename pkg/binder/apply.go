@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/migration"
 )
 
 // Writer applies decisions to the API. It is the only part of the binder
@@ -47,10 +48,16 @@ func (w *Writer) ApplyClaim(ctx context.Context, claim *v1.PersistentVolumeClaim
 		return err
 	case ClaimProvision:
 		if claim.Annotations[storagehelpers.AnnStorageProvisioner] != d.Provisioner ||
-			claim.Annotations[storagehelpers.AnnBetaStorageProvisioner] != d.Provisioner {
+			claim.Annotations[storagehelpers.AnnBetaStorageProvisioner] != d.Provisioner ||
+			claim.Annotations[storagehelpers.AnnMigratedTo] != d.MigratedTo {
 			c := claim.DeepCopy()
 			metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnStorageProvisioner, d.Provisioner)
 			metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnBetaStorageProvisioner, d.Provisioner)
+			if d.MigratedTo != "" {
+				metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnMigratedTo, d.MigratedTo)
+			} else {
+				delete(c.Annotations, storagehelpers.AnnMigratedTo)
+			}
 			var err error
 			if claim, err = w.updateClaim(ctx, c); err != nil {
 				return err
@@ -197,6 +204,15 @@ func (w *Writer) ApplyVolume(ctx context.Context, pv *v1.PersistentVolume, claim
 	}
 	if d.ClaimEvent != nil && claim != nil {
 		w.Recorder.Event(claim, d.ClaimEvent.Type, d.ClaimEvent.Reason, d.ClaimEvent.Message)
+	}
+	if d.Anneal {
+		p := pv.DeepCopy()
+		if migration.AnnealVolume(p) {
+			var err error
+			if pv, err = w.updateVolume(ctx, p); err != nil {
+				return err
+			}
+		}
 	}
 	if d.Unbind != KeepClaimRef {
 		p := pv.DeepCopy()

@@ -8,6 +8,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
+
+	"github.com/tether-csi/tether/pkg/migration"
 )
 
 // Event reasons, the same as kube-controller-manager's.
@@ -92,8 +94,11 @@ type ClaimDecision struct {
 	Op          ClaimOp
 	Volume      *v1.PersistentVolume // ClaimBind
 	Provisioner string               // ClaimProvision
-	Class       string               // ClaimSetClass
-	Event       *Event               // recorded on the claim, if set
+	// MigratedTo, with ClaimProvision, is the CSI driver that the class's
+	// in-tree plugin is migrated to (pv.kubernetes.io/migrated-to).
+	MigratedTo string
+	Class      string // ClaimSetClass
+	Event      *Event // recorded on the claim, if set
 }
 
 // BindCompleted reports whether the claim has passed its first binding.
@@ -136,8 +141,14 @@ func DecideClaim(in ClaimInput) ClaimDecision {
 	case in.Class.Provisioner == storagehelpers.NotSupportedProvisioner:
 		return ClaimDecision{Op: ClaimPending, Event: normal(ReasonFailedBinding, "no persistent volumes available for this claim, and storage class %q has no provisioner", className)}
 	default:
-		return ClaimDecision{Op: ClaimProvision, Provisioner: in.Class.Provisioner,
-			Event: in.waiting(normal(ReasonExternalProvisioning, "waiting for a volume to be created by the external provisioner %q or by the administrator; if this takes long, check that the provisioner is running", in.Class.Provisioner))}
+		// A class of a migrated in-tree plugin (kubernetes.io/aws-ebs, ...) is
+		// provisioned by the CSI driver it is migrated to, as in KCM.
+		provisioner, migratedTo := in.Class.Provisioner, ""
+		if driver, ok := migration.CSIDriverFor(provisioner); ok {
+			provisioner, migratedTo = driver, driver
+		}
+		return ClaimDecision{Op: ClaimProvision, Provisioner: provisioner, MigratedTo: migratedTo,
+			Event: in.waiting(normal(ReasonExternalProvisioning, "waiting for a volume to be created by the external provisioner %q or by the administrator; if this takes long, check that the provisioner is running", provisioner))}
 	}
 }
 

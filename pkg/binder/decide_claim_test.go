@@ -17,6 +17,7 @@ var (
 	classLocal   = newClass("local", storagehelpers.NotSupportedProvisioner)
 	classWFFC    = newClass("wffc", csiDriver, wffc())
 	classLocalWF = newClass("local-wffc", storagehelpers.NotSupportedProvisioner, wffc())
+	classGP2     = newClass("gp2", "kubernetes.io/aws-ebs")
 )
 
 type wantClaim struct {
@@ -24,6 +25,7 @@ type wantClaim struct {
 	volume      string
 	provisioner string
 	class       string
+	migratedTo  string
 	event       wantEvent
 }
 
@@ -34,6 +36,9 @@ func checkClaimDecision(t *testing.T, d ClaimDecision, want wantClaim) {
 	}
 	if got := nameOf(d.Volume); got != want.volume {
 		t.Errorf("Volume = %q, want %q", got, want.volume)
+	}
+	if d.MigratedTo != want.migratedTo {
+		t.Errorf("MigratedTo = %q, want %q", d.MigratedTo, want.migratedTo)
 	}
 	if d.Provisioner != want.provisioner {
 		t.Errorf("Provisioner = %q, want %q", d.Provisioner, want.provisioner)
@@ -103,6 +108,10 @@ func TestDecideClaim(t *testing.T) {
 			claim: newPVC("c", "1Gi", claimClass("gold")), class: classGold, waited: time.Minute,
 			want: wantClaim{op: ClaimProvision, provisioner: csiDriver,
 				event: wantEvent{typ: v1.EventTypeNormal, reason: ReasonExternalProvisioning, msg: csiDriver}}},
+		{name: "unbound claim of a migrated in-tree class (gp2), provisioned by the CSI driver it is migrated to",
+			claim: newPVC("c", "1Gi", claimClass("gp2")), class: classGP2, waited: time.Minute,
+			want: wantClaim{op: ClaimProvision, provisioner: "ebs.csi.aws.com", migratedTo: "ebs.csi.aws.com",
+				event: wantEvent{typ: v1.EventTypeNormal, reason: ReasonExternalProvisioning, msg: "ebs.csi.aws.com"}}},
 		{name: "young claim of an external class, provision without the waiting notice",
 			claim: newPVC("c", "1Gi", claimClass("gold")), class: classGold, waited: WaitingEventsAfter - time.Second,
 			want: wantClaim{op: ClaimProvision, provisioner: csiDriver}},

@@ -4,6 +4,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
+
+	"github.com/tether-csi/tether/pkg/migration"
 )
 
 // Unbind says how to undo a volume's link to a claim that is bound elsewhere.
@@ -37,10 +39,19 @@ type VolumeDecision struct {
 	SyncClaim bool
 	// Event is recorded on the volume; ClaimEvent on its claim.
 	Event, ClaimEvent *Event
+	// Anneal: the volume's CSI-migration annotation (or the in-tree
+	// deletion finalizer of a migrated volume) needs a write first.
+	Anneal bool
 }
 
 // DecideVolume is the volume half of the binder: a pure function.
 func DecideVolume(in VolumeInput) VolumeDecision {
+	d := decideVolume(in)
+	d.Anneal = migration.AnnealVolume(in.Volume.DeepCopy())
+	return d
+}
+
+func decideVolume(in VolumeInput) VolumeDecision {
 	pv := in.Volume
 	ref := pv.Spec.ClaimRef
 	switch {
@@ -82,7 +93,11 @@ func release(pv *v1.PersistentVolume) VolumeDecision {
 	d := VolumeDecision{Phase: v1.VolumeReleased}
 	switch pv.Spec.PersistentVolumeReclaimPolicy {
 	case v1.PersistentVolumeReclaimDelete:
-		if !metav1.HasAnnotation(pv.ObjectMeta, storagehelpers.AnnDynamicallyProvisioned) {
+		// As KCM: a provisioner's volume, a migrated in-tree volume or a CSI
+		// volume is left to its external deleter (for a static CSI volume,
+		// external-provisioner's HonorPVReclaimPolicy, or tether's).
+		if !metav1.HasAnnotation(pv.ObjectMeta, storagehelpers.AnnDynamicallyProvisioned) &&
+			!metav1.HasAnnotation(pv.ObjectMeta, storagehelpers.AnnMigratedTo) && pv.Spec.CSI == nil {
 			d.Phase = v1.VolumeFailed
 			d.Message = "no deleter for this volume: it has reclaim policy Delete but no " + storagehelpers.AnnDynamicallyProvisioned + " annotation"
 			d.Event = warning(ReasonVolumeFailedDelete, "%s", d.Message)

@@ -18,6 +18,7 @@ func TestDecideVolume(t *testing.T) {
 		phase      v1.PersistentVolumePhase
 		unbind     Unbind
 		syncClaim  bool
+		anneal     bool
 		event      wantEvent
 		claimEvent wantEvent
 	}{
@@ -40,6 +41,13 @@ func TestDecideVolume(t *testing.T) {
 		{name: "claim gone, Delete without provisioned-by, failed",
 			volume: claimed(pvReclaim(v1.PersistentVolumeReclaimDelete)), phase: v1.VolumeFailed,
 			event: wantEvent{typ: v1.EventTypeWarning, reason: ReasonVolumeFailedDelete, msg: "provisioned-by"}},
+		// Issue 11: KCM leaves these to their external deleter.
+		{name: "claim gone, static CSI volume with Delete, released for the CSI provisioner",
+			volume: claimed(pvReclaim(v1.PersistentVolumeReclaimDelete), pvCSISource(csiDriver)), phase: v1.VolumeReleased},
+		{name: "claim gone, migrated in-tree volume with Delete, released for the CSI provisioner",
+			volume: claimed(pvReclaim(v1.PersistentVolumeReclaimDelete), pvAnn("pv.kubernetes.io/migrated-to", "ebs.csi.aws.com")), phase: v1.VolumeReleased},
+		{name: "gp2 volume provisioned in-tree: migrated-to annotated first",
+			volume: claimed(pvDynamic("kubernetes.io/aws-ebs")), claim: newPVC("c", "1Gi", claimBound("pv-1")), phase: v1.VolumeBound, anneal: true},
 		{name: "claim gone, Recycle, failed",
 			volume: claimed(pvReclaim(v1.PersistentVolumeReclaimRecycle)), phase: v1.VolumeFailed,
 			event: wantEvent{typ: v1.EventTypeWarning, reason: ReasonVolumeFailedRecycle, msg: "Recycle"}},
@@ -101,6 +109,9 @@ func TestDecideVolume(t *testing.T) {
 			}
 			if d.Unbind != tt.unbind {
 				t.Errorf("Unbind = %d, want %d", d.Unbind, tt.unbind)
+			}
+			if d.Anneal != tt.anneal {
+				t.Errorf("Anneal = %v, want %v", d.Anneal, tt.anneal)
 			}
 			if d.SyncClaim != tt.syncClaim {
 				t.Errorf("SyncClaim = %v, want %v", d.SyncClaim, tt.syncClaim)

@@ -71,6 +71,11 @@ func pvUID(uid string) pvOpt { return func(pv *v1.PersistentVolume) { pv.UID = t
 func pvDeleting() pvOpt {
 	return func(pv *v1.PersistentVolume) { pv.DeletionTimestamp = &metav1.Time{} }
 }
+func pvCSISource(driver string) pvOpt {
+	return func(pv *v1.PersistentVolume) {
+		pv.Spec.PersistentVolumeSource = v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: "h-" + pv.Name}}
+	}
+}
 func pvDynamic(by string) pvOpt { return pvAnn(storagehelpers.AnnDynamicallyProvisioned, by) }
 func pvBoundByController() pvOpt {
 	return pvAnn(storagehelpers.AnnBoundByController, "yes")
