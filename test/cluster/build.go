@@ -15,7 +15,8 @@ var (
 
 // BuildBinary builds a main package of this module (for example
 // "./cmd/binder") once per test binary and returns the path of the result.
-// Tests run our components as real processes with it.
+// Tests run our components as real processes with it. TETHER_RACE=1 builds
+// it with the race detector.
 func BuildBinary(t T, pkg string) string {
 	t.Helper()
 	buildMu.Lock()
@@ -34,7 +35,13 @@ func BuildBinary(t T, pkg string) string {
 	// The folder outlives this test so that later tests reuse the binary; it
 	// is small and lives in the system temp folder.
 	path := filepath.Join(dir, filepath.Base(strings.TrimSuffix(pkg, "/")))
-	cmd := exec.Command("go", "build", "-o", path, pkg)
+	args := []string{"build", "-o", path}
+	if os.Getenv("TETHER_RACE") == "1" {
+		// With the race detector (make test sets this): a race fails the
+		// test that ran the process (see Process.checkRaces).
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, out)

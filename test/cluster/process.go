@@ -37,6 +37,8 @@ type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	// raced: a run exited with the race detector's exit status.
+	raced bool
 }
 
 // StartProcess starts a process and registers its clean-up with t.
@@ -51,8 +53,49 @@ func StartProcess(t T, opts ProcessOptions) *Process {
 			t.Logf("--- last lines of %s ---\n%s", p.opts.Name, Tail(p.LogPath, 40))
 		}
 		p.Stop(10 * time.Second)
+		p.checkRaces(t)
 	})
 	return p
+}
+
+// raceExitCode is the exit status of a program built with -race that found
+// a data race (GORACE's exitcode, 66 unless changed).
+const raceExitCode = 66
+
+// checkRaces fails the test if a component built with -race (TETHER_RACE=1)
+// reported a data race in any of its runs: its report is in the log, and a
+// run that exited by itself after one exits with raceExitCode.
+func (p *Process) checkRaces(t T) {
+	t.Helper()
+	if report := raceReport(p.LogPath, 80); report != "" {
+		t.Errorf("%s: the race detector found a data race (full log: %s):\n%s", p.opts.Name, p.LogPath, report)
+		return
+	}
+	p.mu.Lock()
+	raced := p.raced
+	p.mu.Unlock()
+	if raced {
+		t.Errorf("%s exited with status %d, the race detector's (log: %s)", p.opts.Name, raceExitCode, p.LogPath)
+	}
+}
+
+// raceReport returns the first data race report in a log (at most n lines),
+// or "".
+func raceReport(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() && len(lines) < n {
+		if len(lines) > 0 || strings.Contains(sc.Text(), "WARNING: DATA RACE") {
+			lines = append(lines, sc.Text())
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Start (re)starts the process; the log file is appended to.
@@ -87,6 +130,9 @@ func (p *Process) Start() error {
 		logFile.Close()
 		p.mu.Lock()
 		p.err = err
+		if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == raceExitCode {
+			p.raced = true
+		}
 		p.mu.Unlock()
 		close(done)
 	}()
