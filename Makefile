@@ -20,7 +20,7 @@ help: ## list the targets
 demo: tools ## run tether on a local control plane and watch claims bind (DEMO_EXIT=1 to end by itself)
 	@$(GO) run ./hack/demo
 
-build: ## build bin/binder and bin/provisioner
+build: ## build bin/binder, bin/provisioner and bin/kubectl-tether
 	$(GO) build -o bin/ ./cmd/...
 
 tools: ## build the pinned tools that are missing (first time: about 10 minutes)
