@@ -120,7 +120,9 @@ type Provisioning struct {
 	Annotated bool `json:"annotated"`
 	// Leases are the Leases of provisioners for this driver.
 	Leases []Lease `json:"leases,omitempty"`
-	// ProvisionerRunning is "yes", "no" (no sign of one) or "unknown".
+	// ProvisionerRunning is "yes" (a held Lease, its events on the claim or
+	// its in-flight record), "likely" (capacity published for the class),
+	// "no" (no sign of one) or "unknown" (Leases could not be read).
 	ProvisionerRunning string `json:"provisionerRunning"`
 	// Evidence says what ProvisionerRunning rests on.
 	Evidence string `json:"evidence"`

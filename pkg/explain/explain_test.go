@@ -159,7 +159,15 @@ func TestExplain(t *testing.T) {
 		{name: "volumes unreadable", want: CauseUnknown,
 			in: Input{Claim: newClaim("c", "manual", "1Gi"), Classes: []*storagev1.StorageClass{manual},
 				Unreadable: []Gap{{Resource: "persistentvolumes", Error: "forbidden"}}},
-			words: []string{"persistentvolumes could not be read"}},
+			words: []string{"persistentvolumes could not be read", "| cannot tell: persistentvolumes could not be read"}},
+		{name: "classes and volumes unreadable: the binder's move is not guessed", want: CauseUnknown,
+			in: Input{Claim: newClaim("c", "manual", "1Gi"),
+				Unreadable: []Gap{{Resource: "persistentvolumes", Error: "forbidden"}, {Resource: "storageclasses", Error: "forbidden"}}},
+			words: []string{"cannot tell: storageclasses and persistentvolumes could not be read"}},
+		{name: "capacity published: a provisioner likely runs", want: CauseWaitingForProvisioner,
+			in: Input{Claim: newClaim("c", "fast", "1Gi", annotated()), Classes: []*storagev1.StorageClass{dynamic},
+				Capacities: []*storagev1.CSIStorageCapacity{capacity("fast", "node-1", "10Gi")}},
+			words: []string{"1 CSIStorageCapacity object(s) of class \"fast\" are published"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

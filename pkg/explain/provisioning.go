@@ -111,13 +111,17 @@ func (w *world) running(p *Provisioning) (string, string) {
 			return "yes", fmt.Sprintf("Lease %s/%s is held by %s", l.Namespace, l.Name, l.Holder)
 		}
 	}
-	for _, e := range p.Events {
-		if e.From != "" && strings.HasPrefix(e.From, p.Provisioner+"_") {
+	for i := len(p.Events) - 1; i >= 0; i-- {
+		if e := p.Events[i]; e.From != "" && strings.HasPrefix(e.From, p.Provisioner+"_") {
 			return "yes", fmt.Sprintf("its provisioner (%s) recorded %s on the claim %s", e.From, e.Reason, ago(w.in.Now, e.Last))
 		}
 	}
 	if p.InFlight != nil {
 		return "yes", "the claim holds tether's in-flight record for driver " + p.InFlight.Driver
+	}
+	if len(p.Capacity) > 0 {
+		return "likely", fmt.Sprintf("no Lease is held, but %d CSIStorageCapacity object(s) of class %q are published, which a provisioner with --enable-capacity does (they outlive it unless owned by its pod or DaemonSet)",
+			len(p.Capacity), w.needs.Class)
 	}
 	if w.in.unreadable("leases") {
 		return "unknown", "leases could not be read, and the provisioner has not acted on the claim"

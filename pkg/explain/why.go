@@ -46,6 +46,9 @@ func Explain(in Input) Explanation {
 	w := newWorld(in, needs)
 	decision := binder.DecideClaim(w.claimInput(needsErr))
 	e.Binder = describeDecision(decision)
+	if missing := w.binderBlind(); missing != "" {
+		e.Binder = "cannot tell: " + missing + " could not be read"
+	}
 	w.binderText = e.Binder
 
 	if c.DeletionTimestamp != nil {
@@ -113,6 +116,22 @@ func newWorld(in Input, needs binder.ClaimNeeds) *world {
 		}
 	}
 	return w
+}
+
+// binderBlind names what the binder's decision needs and could not be
+// read, "" when nothing is missing.
+func (w *world) binderBlind() string {
+	var missing []string
+	if !w.classKnown {
+		missing = append(missing, "storageclasses")
+	}
+	if !w.volumesKnown {
+		missing = append(missing, "persistentvolumes")
+	}
+	if _, ok := w.claim.Annotations[storagehelpers.AnnSelectedNode]; ok && w.in.unreadable("nodes") {
+		missing = append(missing, "the selected node")
+	}
+	return strings.Join(missing, " and ")
 }
 
 func (in Input) unreadable(resource string) bool {
