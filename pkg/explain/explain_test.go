@@ -163,7 +163,7 @@ func TestExplain(t *testing.T) {
 		{name: "classes and volumes unreadable: the binder's move is not guessed", want: CauseUnknown,
 			in: Input{Claim: newClaim("c", "manual", "1Gi"),
 				Unreadable: []Gap{{Resource: "persistentvolumes", Error: "forbidden"}, {Resource: "storageclasses", Error: "forbidden"}}},
-			words: []string{"cannot tell: storageclasses and persistentvolumes could not be read"}},
+			words: []string{"cannot tell: storageclasses, persistentvolumes could not be read"}},
 		{name: "capacity published: a provisioner likely runs", want: CauseWaitingForProvisioner,
 			in: Input{Claim: newClaim("c", "fast", "1Gi", annotated()), Classes: []*storagev1.StorageClass{dynamic},
 				Capacities: []*storagev1.CSIStorageCapacity{capacity("fast", "node-1", "10Gi")}},

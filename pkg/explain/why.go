@@ -131,7 +131,7 @@ func (w *world) binderBlind() string {
 	if _, ok := w.claim.Annotations[storagehelpers.AnnSelectedNode]; ok && w.in.unreadable("nodes") {
 		missing = append(missing, "the selected node")
 	}
-	return strings.Join(missing, " and ")
+	return strings.Join(missing, ", ")
 }
 
 func (in Input) unreadable(resource string) bool {
