@@ -33,96 +33,30 @@ import (
 	"github.com/tether-csi/tether/pkg/server"
 )
 
-type options struct {
-	kube                          server.KubeOptions
-	leader                        server.LeaderOptions
-	csiAddress                    string
-	timeout                       time.Duration
-	request                       provisioner.RequestOptions
-	retryStart, retryMax          time.Duration
-	workers                       uint
-	strictTopology, immediateTopo bool
-	httpEndpoint                  string
-	pprof                         bool
-	node                          provisioner.NodeDeployment
-	nodeDeployment                bool
-	capacity                      bool
-	capacityImmediate             bool
-	capacityPoll                  time.Duration
-	capacityOwnerLevel            int
-	orphans                       provisioner.SweepOptions
-	clusterID                     string
-}
-
-// defaultOptions are the flags' defaults.
-func defaultOptions() options {
-	o := options{
-		// external-provisioner's 5 and 10 allow a few claims a second; a
-		// claim costs about seven requests, so these allow hundreds.
-		kube:               server.KubeOptions{QPS: 1000, Burst: 2000},
-		leader:             server.DefaultLeaderOptions("", false),
-		csiAddress:         "/run/csi/socket",
-		timeout:            10 * time.Second,
-		request:            provisioner.RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1},
-		retryStart:         time.Second,
-		retryMax:           5 * time.Minute,
-		workers:            100,
-		immediateTopo:      true,
-		node:               provisioner.NodeDeployment{ImmediateBinding: true, BaseDelay: 20 * time.Second, MaxDelay: 60 * time.Second},
-		capacityPoll:       time.Minute,
-		capacityOwnerLevel: 1,
-		orphans:            provisioner.SweepOptions{Policy: provisioner.OrphanReport, Interval: 10 * time.Minute, MinAge: time.Hour},
-	}
-	o.leader.RetryPeriod = 5 * time.Second // external-provisioner's default
-	return o
-}
-
-// newFlagSet registers every flag on o.
-func newFlagSet(o *options) *flag.FlagSet {
-	fs := flag.NewFlagSet("provisioner", flag.ExitOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: provisioner [flags]\n\nProvisions and deletes volumes through a CSI driver, as external-provisioner does.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	klog.InitFlags(fs)
-	o.kube.AddFlags(fs)
-	o.leader.AddFlags(fs, server.EPLeaderFlags)
-	fs.StringVar(&o.csiAddress, "csi-address", o.csiAddress, "Path of the CSI driver's unix socket.")
-	fs.DurationVar(&o.timeout, "timeout", o.timeout, "Timeout of each CSI call (creation, deletion, capacity).")
-	fs.StringVar(&o.request.VolumeNamePrefix, "volume-name-prefix", o.request.VolumeNamePrefix, "Prefix of the names of created volumes (and their PVs).")
-	fs.IntVar(&o.request.VolumeNameUUIDLen, "volume-name-uuid-length", o.request.VolumeNameUUIDLen, "Cut the claim UID in volume names to this length; negative keeps it whole.")
-	fs.StringVar(&o.request.DefaultFSType, "default-fstype", "", "Filesystem type when the class names none.")
-	fs.BoolVar(&o.request.ExtraCreateMetadata, "extra-create-metadata", false, "Pass the claim's name and namespace and the PV's name to CreateVolume as parameters.")
-	fs.DurationVar(&o.retryStart, "retry-interval-start", o.retryStart, "First retry interval after a failed provisioning or deletion; it doubles up to --retry-interval-max.")
-	fs.DurationVar(&o.retryMax, "retry-interval-max", o.retryMax, "Longest retry interval.")
-	fs.UintVar(&o.workers, "worker-threads", o.workers, "Provisioning and deletion workers: the number of CSI calls at once.")
-	fs.BoolVar(&o.strictTopology, "strict-topology", false, "With a selected node, ask only for that node's topology segment.")
-	fs.BoolVar(&o.immediateTopo, "immediate-topology", o.immediateTopo, "For Immediate classes, pass every segment where the driver runs (true) or no topology (false).")
-	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve /metrics and /healthz on. Empty serves nothing.")
-	fs.BoolVar(&o.pprof, "enable-pprof", false, "Also serve Go's profiles under /debug/pprof/ on --http-endpoint.")
-	fs.BoolVar(&o.nodeDeployment, "node-deployment", false, "Run beside the driver on each node (node name from NODE_NAME): provision only claims whose selected node is this one, delete only volumes on it.")
-	fs.BoolVar(&o.node.ImmediateBinding, "node-deployment-immediate-binding", o.node.ImmediateBinding, "In node-deployment mode, compete for claims of Immediate classes.")
-	fs.DurationVar(&o.node.BaseDelay, "node-deployment-base-delay", o.node.BaseDelay, "In node-deployment mode, the first wait before trying to own an Immediate claim; it doubles with each attempt.")
-	fs.DurationVar(&o.node.MaxDelay, "node-deployment-max-delay", o.node.MaxDelay, "In node-deployment mode, the longest wait before trying to own an Immediate claim.")
-	fs.BoolVar(&o.capacity, "enable-capacity", false, "Publish CSIStorageCapacity objects from the driver's GetCapacity (namespace from NAMESPACE, owner from POD_NAME).")
-	fs.BoolVar(&o.capacityImmediate, "capacity-for-immediate-binding", false, "Also publish capacity for Immediate classes.")
-	fs.DurationVar(&o.capacityPoll, "capacity-poll-interval", o.capacityPoll, "How often capacity is asked for again.")
-	fs.IntVar(&o.capacityOwnerLevel, "capacity-ownerref-level", o.capacityOwnerLevel, "Owner of the capacity objects: 0 this pod, 1 its DaemonSet or ReplicaSet, 2 the Deployment; negative for none.")
-	fs.StringVar((*string)(&o.orphans.Policy), "orphan-policy", string(o.orphans.Policy), "What the orphan sweep does with a backend volume that has our name prefix but no PV and no in-flight claim: report (a metric and an event) or delete.")
-	fs.DurationVar(&o.orphans.Interval, "orphan-sweep-interval", o.orphans.Interval, "How often the orphan sweep lists the driver's volumes (when it has LIST_VOLUMES); 0 turns it off.")
-	fs.DurationVar(&o.orphans.MinAge, "orphan-min-age", o.orphans.MinAge, "With --orphan-policy=delete, how long a volume must have been seen orphaned before it is deleted.")
-	fs.StringVar(&o.clusterID, "cluster-id", "", "With --orphan-policy=delete, this cluster's ID in the ownership mark (the "+provisioner.OwnerKey+" CreateVolume parameter) that new volumes get and that the sweep deletes by; empty is the UID of the kube-system namespace.")
-	return fs
-}
-
 func main() {
 	o := defaultOptions()
-	fs := newFlagSet(&o)
-	_ = fs.Parse(os.Args[1:])
+	fs, err := parseFlags(&o, os.Args[1:])
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "provisioner:", err)
+		os.Exit(2)
+	}
+	if o.compat.showVersion {
+		fmt.Println(os.Args[0], versionString())
+		os.Exit(0)
+	}
+	klog.StartFlushDaemon(o.compat.logFlush)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background().WithName("provisioner"))
+	logger := klog.FromContext(ctx)
+	logger.Info("Version", "version", versionString())
+	if ignored := givenIgnored(fs); len(ignored) > 0 {
+		logger.Info("Flags of external-provisioner accepted and ignored", "flags", ignored)
+	}
 	if err := run(ctx, o); err != nil {
 		klog.FromContext(ctx).Error(err, "Provisioner failed")
 		klog.Flush()
@@ -139,7 +73,7 @@ func run(ctx context.Context, o options) error {
 	}
 	reg := server.NewRegistry()
 	health := &server.Health{}
-	if _, err := server.Serve(ctx, server.HTTPOptions{Addr: o.httpEndpoint, Registry: reg, Health: health, Pprof: o.pprof}); err != nil {
+	if _, err := server.Serve(ctx, server.HTTPOptions{Addr: o.httpEndpoint, MetricsPath: o.compat.metricsPath, Registry: reg, Health: health, Pprof: o.pprof}); err != nil {
 		return err
 	}
 	conn, err := tcsi.Connect(ctx, tcsi.Options{Address: o.csiAddress, Timeout: o.timeout, Registerer: reg})
@@ -164,7 +98,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}()
 
-	cfg, err := o.kube.RestConfig("tether-provisioner")
+	cfg, err := o.restConfig("tether-provisioner")
 	if err != nil {
 		return err
 	}
@@ -186,6 +120,8 @@ func run(ctx context.Context, o options) error {
 	csiNodeInf := factory.Storage().V1().CSINodes()
 	vaInf := factory.Storage().V1().VolumeAttachments()
 
+	_, _ = classInf.Informer().AddEventHandler(deprecatedParamsLogger(ctx, driver))
+
 	host, _ := os.Hostname()
 	popts := provisioner.Options{
 		Client: client, Driver: conn, Request: o.request,
@@ -206,12 +142,18 @@ func run(ctx context.Context, o options) error {
 		if !caps.GetCapacity {
 			return fmt.Errorf("--enable-capacity: the driver %s does not offer GET_CAPACITY", driver)
 		}
-		owner, err := capacityOwner(ctx, client, os.Getenv("NAMESPACE"), os.Getenv("POD_NAME"), o.capacityOwnerLevel)
+		capacityClient := kubernetes.Interface(client)
+		if ccfg := o.compat.capacityConfig(cfg); ccfg != nil {
+			if capacityClient, err = kubernetes.NewForConfig(ccfg); err != nil {
+				return err
+			}
+		}
+		owner, err := capacityOwner(ctx, capacityClient, os.Getenv("NAMESPACE"), os.Getenv("POD_NAME"), o.capacityOwnerLevel)
 		if err != nil {
 			return err
 		}
 		publisher, err = capacity.New(capacity.Options{
-			Client: client, Driver: conn, Namespace: os.Getenv("NAMESPACE"), Owner: owner, ManagedBy: managedBy,
+			Client: capacityClient, Driver: conn, Namespace: os.Getenv("NAMESPACE"), Owner: owner, ManagedBy: managedBy,
 			Segments: segmentsFunc(driver, popts.Node, csiNodeInf.Lister(), nodeInf.Lister()),
 			Classes:  classInf.Lister(), ImmediateBinding: o.capacityImmediate, PollInterval: o.capacityPoll,
 			DriverParams: func(params map[string]string) (map[string]string, error) {
@@ -260,7 +202,9 @@ func run(ctx context.Context, o options) error {
 		libmetrics.M.PersistentVolumeDeleteFailedTotal, libmetrics.M.PersistentVolumeDeleteDurationSeconds} {
 		reg.MustRegister(c)
 	}
-	lib := controller.NewProvisionController(client, driver, prov,
+	// The library's PV finalizer Updates go out as patches: EP's ClusterRole
+	// grants patch, not update, on PVs.
+	lib := controller.NewProvisionController(provisioner.PatchFinalizerClient(client), driver, prov,
 		controller.LeaderElection(false), // ours is below, on a Lease
 		controller.Threadiness(int(o.workers)),
 		controller.RateLimiter(workqueue.NewItemExponentialFailureRateLimiter(o.retryStart, o.retryMax)),
@@ -294,7 +238,7 @@ func run(ctx context.Context, o options) error {
 		go lib.Run(ctx) // it never returns; the process ends with ctx
 		go inflight.Run(ctx, 4)
 		if cloneProtection != nil {
-			go cloneProtection.Run(ctx, 2)
+			go cloneProtection.Run(ctx, int(o.compat.cloningThreads))
 		}
 		if sweeper != nil {
 			go sweeper.Run(ctx)

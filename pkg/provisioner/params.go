@@ -34,13 +34,31 @@ const (
 	NodePublishSecret       SecretKind = "node-publish"
 	ControllerExpandSecret  SecretKind = "controller-expand"
 	NodeExpandSecret        SecretKind = "node-expand"
+	// ControllerModifySecret is for ControllerModifyVolume (the resizer's).
+	ControllerModifySecret SecretKind = "controller-modify"
 )
 
 // AllSecretKinds lists every secret kind.
-var AllSecretKinds = []SecretKind{ProvisionerSecret, ControllerPublishSecret, NodeStageSecret, NodePublishSecret, ControllerExpandSecret, NodeExpandSecret}
+var AllSecretKinds = []SecretKind{ProvisionerSecret, ControllerPublishSecret, NodeStageSecret, NodePublishSecret, ControllerExpandSecret, NodeExpandSecret, ControllerModifySecret}
+
+// The default secret: for every kind the class names no secret for.
+const (
+	keyDefaultSecretName      = reservedPrefix + "secret-name"
+	keyDefaultSecretNamespace = reservedPrefix + "secret-namespace"
+)
 
 func (k SecretKind) nameKey() string      { return reservedPrefix + string(k) + "-secret-name" }
 func (k SecretKind) namespaceKey() string { return reservedPrefix + string(k) + "-secret-namespace" }
+
+// deprecatedSecretKeys are the keys of the first CSI releases, outside the
+// reserved namespace (so the driver gets them too), as external-provisioner
+// still reads them: case-sensitive, with a deprecation warning.
+var deprecatedSecretKeys = map[SecretKind][2]string{
+	ProvisionerSecret:       {"csiProvisionerSecretName", "csiProvisionerSecretNamespace"},
+	ControllerPublishSecret: {"csiControllerPublishSecretName", "csiControllerPublishSecretNamespace"},
+	NodeStageSecret:         {"csiNodeStageSecretName", "csiNodeStageSecretNamespace"},
+	NodePublishSecret:       {"csiNodePublishSecretName", "csiNodePublishSecretNamespace"},
+}
 
 // SecretTemplate is a class's (unresolved) reference to a secret.
 type SecretTemplate struct {
@@ -54,6 +72,8 @@ type ClassParams struct {
 	Secrets map[SecretKind]SecretTemplate
 	// Driver are the parameters passed to CreateVolume.
 	Driver map[string]string
+	// Warnings name the deprecated keys the class uses.
+	Warnings []string
 }
 
 // ParseClassParams splits parameters and checks the reserved keys. An
@@ -62,7 +82,7 @@ type ClassParams struct {
 // provisioning with it would surprise its author.
 func ParseClassParams(params map[string]string) (ClassParams, error) {
 	out := ClassParams{Secrets: map[SecretKind]SecretTemplate{}, Driver: map[string]string{}}
-	known := map[string]bool{keyFSType: true}
+	known := map[string]bool{keyFSType: true, keyDefaultSecretName: true, keyDefaultSecretNamespace: true}
 	for _, k := range AllSecretKinds {
 		known[k.nameKey()], known[k.namespaceKey()] = true, true
 	}
@@ -102,21 +122,73 @@ func ParseClassParams(params map[string]string) (ClassParams, error) {
 		}
 		out.FSType = v
 	}
-	for _, k := range AllSecretKinds {
-		name, hasName := lookupFold(params, k.nameKey())
-		ns, hasNS := lookupFold(params, k.namespaceKey())
-		switch {
-		case hasName && hasNS:
-			out.Secrets[k] = SecretTemplate{Name: name, Namespace: ns}
-		case hasName || hasNS:
-			errs = append(errs, fmt.Sprintf("%s and %s must be set together", k.nameKey(), k.namespaceKey()))
-		}
+	if _, ok := lookupFold(params, keyDeprecatedFSType); ok {
+		out.Warnings = append(out.Warnings, deprecation(keyDeprecatedFSType, keyFSType))
 	}
+	var secretErrs []string
+	out.Secrets, out.Warnings, secretErrs = parseSecrets(params, out.Warnings)
+	errs = append(errs, secretErrs...)
 	if len(errs) > 0 {
 		slices.Sort(errs)
 		return ClassParams{}, fmt.Errorf("invalid StorageClass parameters: %s", strings.Join(errs, "; "))
 	}
 	return out, nil
+}
+
+// parseSecrets reads every kind's secret template as external-provisioner
+// does: the kind's key pair, or its deprecated pair (with a warning), not
+// both; with neither, the default pair (csi.storage.k8s.io/secret-name and
+// -namespace). Name and namespace go together and are not empty.
+func parseSecrets(params map[string]string, warnings []string) (map[SecretKind]SecretTemplate, []string, []string) {
+	out := map[SecretKind]SecretTemplate{}
+	var errs []string
+	pair := func(nameKey, nsKey string, fold bool) (t SecretTemplate, set bool) {
+		lookup := lookupFold
+		if !fold {
+			lookup = func(m map[string]string, k string) (string, bool) { v, ok := m[k]; return v, ok }
+		}
+		name, hasName := lookup(params, nameKey)
+		ns, hasNS := lookup(params, nsKey)
+		switch {
+		case hasName != hasNS:
+			errs = append(errs, fmt.Sprintf("%s and %s must be set together", nameKey, nsKey))
+		case hasName && (name == "" || ns == ""):
+			errs = append(errs, fmt.Sprintf("%s and %s must not be empty", nameKey, nsKey))
+		case hasName:
+			return SecretTemplate{Name: name, Namespace: ns}, true
+		}
+		return SecretTemplate{}, hasName || hasNS
+	}
+	def, hasDefault := pair(keyDefaultSecretName, keyDefaultSecretNamespace, true)
+	for _, k := range AllSecretKinds {
+		t, set := pair(k.nameKey(), k.namespaceKey(), true)
+		if dep, ok := deprecatedSecretKeys[k]; ok {
+			for i, instead := range []string{k.nameKey(), k.namespaceKey()} {
+				if _, ok := params[dep[i]]; ok {
+					warnings = append(warnings, deprecation(dep[i], instead))
+				}
+			}
+			dt, dset := pair(dep[0], dep[1], false)
+			switch {
+			case set && dset:
+				errs = append(errs, fmt.Sprintf("the %s secret is named both by %s and by the deprecated %s", k, k.nameKey(), dep[0]))
+			case dset:
+				t, set = dt, true
+			}
+		}
+		switch {
+		case set && t != (SecretTemplate{}):
+			out[k] = t
+		case !set && hasDefault && def != (SecretTemplate{}):
+			out[k] = def
+		}
+	}
+	return out, warnings, errs
+}
+
+// deprecation is external-provisioner's warning for a deprecated key.
+func deprecation(key, instead string) string {
+	return fmt.Sprintf("%q is deprecated and will be removed in a future release, please use %q instead", key, instead)
 }
 
 // lookupFold finds a lower-case key case-insensitively, by the same rule

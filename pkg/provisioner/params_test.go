@@ -34,7 +34,8 @@ func TestParseClassParams(t *testing.T) {
 			// passes it to the driver: it is not in the reserved namespace.
 			name:   "deprecated fstype key is read and passed on",
 			params: kv("fstype", "ext3", "type", "ssd"),
-			want:   ClassParams{FSType: "ext3", Secrets: map[SecretKind]SecretTemplate{}, Driver: kv("fstype", "ext3", "type", "ssd")},
+			want: ClassParams{FSType: "ext3", Secrets: map[SecretKind]SecretTemplate{}, Driver: kv("fstype", "ext3", "type", "ssd"),
+				Warnings: []string{`"fstype" is deprecated and will be removed in a future release, please use "csi.storage.k8s.io/fstype" instead`}},
 		},
 		{
 			name:    "the reserved fstype key and the deprecated one together are an error, as in external-provisioner",
@@ -90,9 +91,97 @@ func TestParseClassParams(t *testing.T) {
 			wantErr: `unknown parameter "CSI.STORAGE.K8S.IO/Colour"`,
 		},
 		{
-			name:    "the deprecated default secret keys are not supported",
-			params:  kv("csi.storage.k8s.io/secret-name", "s", "csi.storage.k8s.io/secret-namespace", "ns"),
-			wantErr: "unknown parameter",
+			// As external-provisioner: the default secret is every kind's
+			// that has no key of its own.
+			name: "the default secret fills every kind without its own",
+			params: kv("csi.storage.k8s.io/secret-name", "d", "csi.storage.k8s.io/secret-namespace", "dns",
+				"csi.storage.k8s.io/node-stage-secret-name", "ns", "csi.storage.k8s.io/node-stage-secret-namespace", "nsn",
+				"csiNodePublishSecretName", "old", "csiNodePublishSecretNamespace", "oldns"),
+			want: ClassParams{Driver: kv("csiNodePublishSecretName", "old", "csiNodePublishSecretNamespace", "oldns"),
+				Secrets: map[SecretKind]SecretTemplate{
+					ProvisionerSecret:       {Name: "d", Namespace: "dns"},
+					ControllerPublishSecret: {Name: "d", Namespace: "dns"},
+					NodeStageSecret:         {Name: "ns", Namespace: "nsn"},
+					NodePublishSecret:       {Name: "old", Namespace: "oldns"},
+					ControllerExpandSecret:  {Name: "d", Namespace: "dns"},
+					NodeExpandSecret:        {Name: "d", Namespace: "dns"},
+					ControllerModifySecret:  {Name: "d", Namespace: "dns"},
+				},
+				Warnings: []string{
+					`"csiNodePublishSecretName" is deprecated and will be removed in a future release, please use "csi.storage.k8s.io/node-publish-secret-name" instead`,
+					`"csiNodePublishSecretNamespace" is deprecated and will be removed in a future release, please use "csi.storage.k8s.io/node-publish-secret-namespace" instead`,
+				}},
+		},
+		{
+			name:   "controller-modify secret",
+			params: kv("csi.storage.k8s.io/controller-modify-secret-name", "m", "csi.storage.k8s.io/controller-modify-secret-namespace", "mn"),
+			want: ClassParams{Driver: map[string]string{},
+				Secrets: map[SecretKind]SecretTemplate{ControllerModifySecret: {Name: "m", Namespace: "mn"}}},
+		},
+		{
+			// The deprecated keys are outside the reserved namespace, so
+			// the driver gets them too, as with external-provisioner.
+			name: "every deprecated secret key, read with a warning and passed on",
+			params: kv("csiProvisionerSecretName", "p", "csiProvisionerSecretNamespace", "pn",
+				"csiControllerPublishSecretName", "cp", "csiControllerPublishSecretNamespace", "cpn",
+				"csiNodeStageSecretName", "st", "csiNodeStageSecretNamespace", "stn",
+				"csiNodePublishSecretName", "np", "csiNodePublishSecretNamespace", "npn"),
+			want: ClassParams{
+				Driver: kv("csiProvisionerSecretName", "p", "csiProvisionerSecretNamespace", "pn",
+					"csiControllerPublishSecretName", "cp", "csiControllerPublishSecretNamespace", "cpn",
+					"csiNodeStageSecretName", "st", "csiNodeStageSecretNamespace", "stn",
+					"csiNodePublishSecretName", "np", "csiNodePublishSecretNamespace", "npn"),
+				Secrets: map[SecretKind]SecretTemplate{
+					ProvisionerSecret:       {Name: "p", Namespace: "pn"},
+					ControllerPublishSecret: {Name: "cp", Namespace: "cpn"},
+					NodeStageSecret:         {Name: "st", Namespace: "stn"},
+					NodePublishSecret:       {Name: "np", Namespace: "npn"},
+				},
+				Warnings: []string{
+					`"csiProvisionerSecretName" is deprecated and will be removed in a future release, please use "csi.storage.k8s.io/provisioner-secret-name" instead`,
+					`"csiProvisionerSecretNamespace" is deprecated and will be removed in a future release, please use "csi.storage.k8s.io/provisioner-secret-namespace" instead`,
+					`"csiControllerPublishSecretName" is deprecated and will be removed in a future release, please use "csi.storage.k8s.io/controller-publish-secret-name" instead`,
+					`"csiControllerPublishSecretNamespace" is deprecated and will be removed in a future release, please use "csi.storage.k8s.io/controller-publish-secret-namespace" instead`,
+					`"csiNodeStageSecretName" is deprecated and will be removed in a future release, please use "csi.storage.k8s.io/node-stage-secret-name" instead`,
+					`"csiNodeStageSecretNamespace" is deprecated and will be removed in a future release, please use "csi.storage.k8s.io/node-stage-secret-namespace" instead`,
+					`"csiNodePublishSecretName" is deprecated and will be removed in a future release, please use "csi.storage.k8s.io/node-publish-secret-name" instead`,
+					`"csiNodePublishSecretNamespace" is deprecated and will be removed in a future release, please use "csi.storage.k8s.io/node-publish-secret-namespace" instead`,
+				}},
+		},
+		{
+			// EP matches the deprecated keys exactly: another case is a
+			// driver parameter only.
+			name:   "deprecated secret keys are case-sensitive",
+			params: kv("csiprovisionersecretname", "p", "csiprovisionersecretnamespace", "pn"),
+			want:   ClassParams{Driver: kv("csiprovisionersecretname", "p", "csiprovisionersecretnamespace", "pn"), Secrets: map[SecretKind]SecretTemplate{}},
+		},
+		{
+			name: "a deprecated and a current key for one secret",
+			params: kv("csiProvisionerSecretName", "p", "csiProvisionerSecretNamespace", "pn",
+				"csi.storage.k8s.io/provisioner-secret-name", "q", "csi.storage.k8s.io/provisioner-secret-namespace", "qn"),
+			wantErr: "named both by csi.storage.k8s.io/provisioner-secret-name and by the deprecated csiProvisionerSecretName",
+		},
+		{
+			name:    "a deprecated name without its namespace",
+			params:  kv("csiNodeStageSecretName", "p"),
+			wantErr: "csiNodeStageSecretName and csiNodeStageSecretNamespace must be set together",
+		},
+		{
+			name:    "default secret name without namespace",
+			params:  kv("csi.storage.k8s.io/secret-name", "d"),
+			wantErr: "csi.storage.k8s.io/secret-name and csi.storage.k8s.io/secret-namespace must be set together",
+		},
+		{
+			name:    "an empty secret name",
+			params:  kv("csi.storage.k8s.io/provisioner-secret-name", "", "csi.storage.k8s.io/provisioner-secret-namespace", "ns"),
+			wantErr: "must not be empty",
+		},
+		{
+			// A kind with a broken pair of its own does not fall back.
+			name: "a broken kind does not take the default",
+			params: kv("csi.storage.k8s.io/secret-name", "d", "csi.storage.k8s.io/secret-namespace", "dns",
+				"csi.storage.k8s.io/node-expand-secret-name", "n"),
+			wantErr: "node-expand-secret-name and csi.storage.k8s.io/node-expand-secret-namespace must be set together",
 		},
 		{
 			name:    "secret name without namespace",

@@ -382,12 +382,11 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 			return fmt.Errorf("the volume is still attached to node %s (VolumeAttachment %s)", va.Spec.NodeName, va.Name)
 		}
 	}
-	var secrets map[string]string
-	if name, ok := pv.Annotations[AnnDeletionSecretName]; ok {
-		ref := &v1.SecretReference{Name: name, Namespace: pv.Annotations[AnnDeletionSecretNamespace]}
-		if secrets, err = p.secret(ctx, ref); err != nil {
-			return err
-		}
+	// An empty deletion secret annotation (EP writes them on every PV) is
+	// no secret; see DeletionSecretRef.
+	secrets, err := p.deletionSecrets(ctx, pv)
+	if err != nil {
+		return err
 	}
 	if _, err := p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: pv.Spec.CSI.VolumeHandle, Secrets: secrets}); err != nil {
 		return fmt.Errorf("DeleteVolume %s: %w", pv.Spec.CSI.VolumeHandle, err)

@@ -1,12 +1,17 @@
 package provisioner
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
 )
 
 // Deletion needs the provisioner secret after the class may have changed,
@@ -15,6 +20,71 @@ const (
 	AnnDeletionSecretName      = "volume.kubernetes.io/provisioner-deletion-secret-name"
 	AnnDeletionSecretNamespace = "volume.kubernetes.io/provisioner-deletion-secret-namespace"
 )
+
+// DeletionSecretRef is the secret a PV's DeleteVolume carries, decided as
+// external-provisioner v6.3.0 does:
+//   - when the PV has both deletion-secret annotations, they name it, and
+//     empty ones (which EP writes on every PV of a class without a
+//     provisioner secret) mean no secret;
+//   - otherwise (a PV from an older provisioner) the class's provisioner
+//     secret (or default secret) is resolved for the PV and its claim;
+//     with no class, or no claim reference, there is no secret.
+//
+// class is nil when the PV's class is gone. Pure.
+func DeletionSecretRef(pv *v1.PersistentVolume, class *storagev1.StorageClass) (*v1.SecretReference, error) {
+	name, hasName := pv.Annotations[AnnDeletionSecretName]
+	ns, hasNS := pv.Annotations[AnnDeletionSecretNamespace]
+	if hasName && hasNS {
+		if name == "" || ns == "" {
+			return nil, nil
+		}
+		return &v1.SecretReference{Name: name, Namespace: ns}, nil
+	}
+	if class == nil || pv.Spec.ClaimRef == nil {
+		return nil, nil
+	}
+	secrets, _, errs := parseSecrets(class.Parameters, nil)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("the deletion secret of StorageClass %s: %s", class.Name, strings.Join(errs, "; "))
+	}
+	t, ok := secrets[ProvisionerSecret]
+	if !ok {
+		return nil, nil
+	}
+	ref, err := ResolveSecret(t, TemplateVars{PVName: pv.Name, PVCName: pv.Spec.ClaimRef.Name, PVCNamespace: pv.Spec.ClaimRef.Namespace})
+	if err != nil {
+		return nil, fmt.Errorf("the deletion secret of StorageClass %s: %w", class.Name, err)
+	}
+	return ref, nil
+}
+
+// deletionSecrets reads the secret of DeletionSecretRef. A secret that is
+// gone (or that this provisioner may not read) is no reason to keep a
+// volume: as external-provisioner, DeleteVolume goes without it (the driver
+// decides). Other errors are retried.
+func (p *Provisioner) deletionSecrets(ctx context.Context, pv *v1.PersistentVolume) (map[string]string, error) {
+	var class *storagev1.StorageClass
+	if name := storagehelpers.GetPersistentVolumeClass(pv); name != "" && p.o.Classes != nil {
+		c, err := p.o.Classes.Get(name)
+		switch {
+		case err == nil:
+			class = c
+		case !apierrors.IsNotFound(err):
+			return nil, err
+		}
+	}
+	ref, err := DeletionSecretRef(pv, class)
+	if err != nil || ref == nil {
+		return nil, err
+	}
+	secrets, err := p.secret(ctx, ref)
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+		klog.FromContext(ctx).Info("Deleting the volume without its deletion secret, which cannot be read", "pv", klog.KObj(pv),
+			"secret", klog.KRef(ref.Namespace, ref.Name), "reason", apierrors.ReasonForError(err))
+		return nil, nil
+	}
+	return secrets, err
+}
 
 var templateVar = regexp.MustCompile(`\$\{([^}]*)\}`)
 var annotationVar = regexp.MustCompile(`^pvc\.annotations\['([^']+)'\]$`)

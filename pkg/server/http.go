@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,25 @@ func (h *Health) AddCheck(name string, check func(*http.Request) error) {
 	h.checks[name] = check
 }
 
+// ServeCheck answers /healthz/<name>, as csi-lib-utils serves
+// /healthz/leader-election: the named check alone. A check that was never
+// added is not found.
+func (h *Health) ServeCheck(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/healthz/")
+	h.mu.Lock()
+	check, ok := h.checks[name]
+	h.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	if err := check(r); err != nil {
+		http.Error(w, fmt.Sprintf("%s: %v", name, err), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
 func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.ready.Load() {
 		http.Error(w, "not started", http.StatusServiceUnavailable)
@@ -70,22 +90,36 @@ func NewRegistry() *prometheus.Registry {
 // HTTPOptions say what the HTTP endpoint serves.
 type HTTPOptions struct {
 	// Addr is host:port (--http-endpoint); empty serves nothing.
-	Addr     string
-	Registry *prometheus.Registry
-	Health   *Health
+	Addr string
+	// MetricsPath is where the metrics are served (--metrics-path);
+	// empty is /metrics.
+	MetricsPath string
+	Registry    *prometheus.Registry
+	Health      *Health
 	// Pprof adds /debug/pprof/ (--enable-pprof).
 	Pprof bool
 }
 
-// Serve serves /metrics and /healthz (and /debug/pprof/ on request) until
-// ctx ends. It returns once listening, with the bound address.
+// Serve serves the metrics, /healthz (every check), /healthz/<check> (one
+// check) and, on request, /debug/pprof/ until ctx ends. It returns once
+// listening, with the bound address.
 func Serve(ctx context.Context, o HTTPOptions) (string, error) {
 	if o.Addr == "" {
 		return "", nil
 	}
+	if o.MetricsPath == "" {
+		o.MetricsPath = "/metrics"
+	}
+	if !strings.HasPrefix(o.MetricsPath, "/") || o.MetricsPath == "/healthz" || strings.HasPrefix(o.MetricsPath, "/healthz/") {
+		return "", fmt.Errorf("metrics path %q: must start with / and not be under /healthz", o.MetricsPath)
+	}
+	if o.Health == nil {
+		o.Health = &Health{}
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
+	mux.Handle(o.MetricsPath, promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
 	mux.Handle("/healthz", o.Health)
+	mux.HandleFunc("/healthz/", o.Health.ServeCheck)
 	if o.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -109,6 +143,6 @@ func Serve(ctx context.Context, o HTTPOptions) (string, error) {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	klog.FromContext(ctx).Info("Serving metrics and health", "address", ln.Addr().String())
+	klog.FromContext(ctx).Info("Serving metrics and health", "address", ln.Addr().String(), "metricsPath", o.MetricsPath)
 	return ln.Addr().String(), nil
 }

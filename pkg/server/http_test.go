@@ -55,3 +55,49 @@ func TestServe(t *testing.T) {
 		t.Errorf("no address: got %q, %v", addr, err)
 	}
 }
+
+// EP's paths: the metrics on --metrics-path, and one check alone on
+// /healthz/<name> (EP's liveness probe asks /healthz/leader-election).
+func TestServePaths(t *testing.T) {
+	tests := []struct {
+		name        string
+		metricsPath string
+		checks      map[string]error // added before the requests
+		path        string
+		wantCode    int
+		wantBody    string
+	}{
+		{name: "default metrics path", path: "/metrics", wantCode: http.StatusOK, wantBody: "go_goroutines"},
+		{name: "custom metrics path", metricsPath: "/custom", path: "/custom", wantCode: http.StatusOK, wantBody: "go_goroutines"},
+		{name: "custom metrics path moves them", metricsPath: "/custom", path: "/metrics", wantCode: http.StatusNotFound},
+		{name: "a passing check alone", checks: map[string]error{"leader-election": nil, "other": io.EOF},
+			path: "/healthz/leader-election", wantCode: http.StatusOK, wantBody: "ok"},
+		{name: "a failing check alone", checks: map[string]error{"leader-election": io.ErrUnexpectedEOF},
+			path: "/healthz/leader-election", wantCode: http.StatusServiceUnavailable, wantBody: "leader-election: unexpected EOF"},
+		{name: "every check on /healthz", checks: map[string]error{"leader-election": nil, "other": io.EOF},
+			path: "/healthz", wantCode: http.StatusServiceUnavailable, wantBody: "other: EOF"},
+		{name: "a check never added", checks: map[string]error{"other": nil}, path: "/healthz/leader-election", wantCode: http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			health := &Health{}
+			health.SetReady()
+			addr, err := Serve(t.Context(), HTTPOptions{Addr: "127.0.0.1:0", MetricsPath: tt.metricsPath, Registry: NewRegistry(), Health: health})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, err := range tt.checks {
+				health.AddCheck(name, func(*http.Request) error { return err })
+			}
+			code, body := get(t, "http://"+addr+tt.path)
+			if code != tt.wantCode || !strings.Contains(body, tt.wantBody) {
+				t.Errorf("GET %s: %d %q, want %d with %q", tt.path, code, body, tt.wantCode, tt.wantBody)
+			}
+		})
+	}
+	for _, bad := range []string{"metrics", "/healthz", "/healthz/x"} {
+		if _, err := Serve(t.Context(), HTTPOptions{Addr: "127.0.0.1:0", MetricsPath: bad, Registry: NewRegistry()}); err == nil {
+			t.Errorf("metrics path %q was accepted", bad)
+		}
+	}
+}

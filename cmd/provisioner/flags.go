@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=…"; empty
+// falls back to the module version and VCS revision Go recorded.
+var version string
+
+type options struct {
+	kube                          server.KubeOptions
+	leader                        server.LeaderOptions
+	csiAddress                    string
+	timeout                       time.Duration
+	request                       provisioner.RequestOptions
+	retryStart, retryMax          time.Duration
+	workers                       uint
+	strictTopology, immediateTopo bool
+	httpEndpoint                  string
+	pprof                         bool
+	node                          provisioner.NodeDeployment
+	nodeDeployment                bool
+	capacity                      bool
+	capacityImmediate             bool
+	capacityPoll                  time.Duration
+	capacityOwnerLevel            int
+	orphans                       provisioner.SweepOptions
+	clusterID                     string
+	compat                        compatOptions
+}
+
+// compatOptions are the flags external-provisioner (EP) v6.3.0 has and
+// tether takes with the same meaning, so that EP's manifests run tether
+// unchanged.
+type compatOptions struct {
+	showVersion bool
+	// master is the API server's address (with --kubeconfig or alone).
+	master string
+	// metricsAddress is EP's deprecated alias of --http-endpoint.
+	metricsAddress string
+	metricsPath    string
+	loggingFormat  string
+	logFlush       time.Duration
+	// capacityQPS and capacityBurst limit the client of the capacity
+	// publisher; zero shares the main client.
+	capacityQPS   float64
+	capacityBurst int
+	// cloningThreads are the workers of the clone protection controller.
+	cloningThreads uint
+}
+
+// defaultOptions are the flags' defaults.
+func defaultOptions() options {
+	o := options{
+		// external-provisioner's 5 and 10 allow a few claims a second; a
+		// claim costs about seven requests, so these allow hundreds.
+		kube:               server.KubeOptions{QPS: 1000, Burst: 2000},
+		leader:             server.DefaultLeaderOptions("", false),
+		csiAddress:         "/run/csi/socket",
+		timeout:            10 * time.Second,
+		request:            provisioner.RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1},
+		retryStart:         time.Second,
+		retryMax:           5 * time.Minute,
+		workers:            100,
+		immediateTopo:      true,
+		node:               provisioner.NodeDeployment{ImmediateBinding: true, BaseDelay: 20 * time.Second, MaxDelay: 60 * time.Second},
+		capacityPoll:       time.Minute,
+		capacityOwnerLevel: 1,
+		orphans:            provisioner.SweepOptions{Policy: provisioner.OrphanReport, Interval: 10 * time.Minute, MinAge: time.Hour},
+		compat:             compatOptions{metricsPath: "/metrics", loggingFormat: "text", logFlush: 5 * time.Second, cloningThreads: 2},
+	}
+	o.leader.RetryPeriod = 5 * time.Second // external-provisioner's default
+	return o
+}
+
+// ignoredFlags are EP's flags that tether accepts and does nothing with,
+// each with the reason. A given one is logged once at start-up.
+var ignoredFlags = map[string]string{
+	"feature-gates":                  "EP's feature gates switch EP features; tether has no gates",
+	"leader-election-labels":         "the Lease gets no extra labels",
+	"automaxprocs":                   "Go sets GOMAXPROCS from the container's CPU limit by itself",
+	"capacity-threads":               "one loop refreshes capacity",
+	"snapshot-orphan-sweep-interval": "tether provisions from no snapshots",
+	"prevent-volume-mode-conversion": "it is about snapshot sources, which tether does not take; clones across volume modes are always refused",
+	"controller-publish-readonly":    "PVs of read-only claims do not get csi.readOnly",
+	"log-text-split-stream":          "alpha logging option: one stream",
+	"log-text-info-buffer-size":      "alpha logging option: no buffer",
+	"log-json-split-stream":          "only the text log format",
+	"log-json-info-buffer-size":      "only the text log format",
+}
+
+// newFlagSet registers every flag on o.
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("provisioner", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: provisioner [flags]\n\nProvisions and deletes volumes through a CSI driver, as external-provisioner does.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	klog.InitFlags(fs)
+	o.kube.AddFlags(fs)
+	o.leader.AddFlags(fs, server.EPLeaderFlags)
+	fs.StringVar(&o.csiAddress, "csi-address", o.csiAddress, "Path of the CSI driver's unix socket.")
+	fs.DurationVar(&o.timeout, "timeout", o.timeout, "Timeout of each CSI call (creation, deletion, capacity).")
+	fs.StringVar(&o.request.VolumeNamePrefix, "volume-name-prefix", o.request.VolumeNamePrefix, "Prefix of the names of created volumes (and their PVs).")
+	fs.IntVar(&o.request.VolumeNameUUIDLen, "volume-name-uuid-length", o.request.VolumeNameUUIDLen, "Cut the claim UID in volume names to this length; negative keeps it whole.")
+	fs.StringVar(&o.request.DefaultFSType, "default-fstype", "", "Filesystem type when the class names none.")
+	fs.BoolVar(&o.request.ExtraCreateMetadata, "extra-create-metadata", false, "Pass the claim's name and namespace and the PV's name to CreateVolume as parameters.")
+	fs.DurationVar(&o.retryStart, "retry-interval-start", o.retryStart, "First retry interval after a failed provisioning or deletion; it doubles up to --retry-interval-max.")
+	fs.DurationVar(&o.retryMax, "retry-interval-max", o.retryMax, "Longest retry interval.")
+	fs.UintVar(&o.workers, "worker-threads", o.workers, "Provisioning and deletion workers: the number of CSI calls at once.")
+	fs.BoolVar(&o.strictTopology, "strict-topology", false, "With a selected node, ask only for that node's topology segment.")
+	fs.BoolVar(&o.immediateTopo, "immediate-topology", o.immediateTopo, "For Immediate classes, pass every segment where the driver runs (true) or no topology (false).")
+	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve metrics (--metrics-path), /healthz and /healthz/<check> on. Empty serves nothing.")
+	fs.BoolVar(&o.pprof, "enable-pprof", false, "Also serve Go's profiles under /debug/pprof/ on --http-endpoint.")
+	fs.BoolVar(&o.nodeDeployment, "node-deployment", false, "Run beside the driver on each node (node name from NODE_NAME): provision only claims whose selected node is this one, delete only volumes on it.")
+	fs.BoolVar(&o.node.ImmediateBinding, "node-deployment-immediate-binding", o.node.ImmediateBinding, "In node-deployment mode, compete for claims of Immediate classes.")
+	fs.DurationVar(&o.node.BaseDelay, "node-deployment-base-delay", o.node.BaseDelay, "In node-deployment mode, the first wait before trying to own an Immediate claim; it doubles with each attempt.")
+	fs.DurationVar(&o.node.MaxDelay, "node-deployment-max-delay", o.node.MaxDelay, "In node-deployment mode, the longest wait before trying to own an Immediate claim.")
+	fs.BoolVar(&o.capacity, "enable-capacity", false, "Publish CSIStorageCapacity objects from the driver's GetCapacity (namespace from NAMESPACE, owner from POD_NAME).")
+	fs.BoolVar(&o.capacityImmediate, "capacity-for-immediate-binding", false, "Also publish capacity for Immediate classes.")
+	fs.DurationVar(&o.capacityPoll, "capacity-poll-interval", o.capacityPoll, "How often capacity is asked for again.")
+	fs.IntVar(&o.capacityOwnerLevel, "capacity-ownerref-level", o.capacityOwnerLevel, "Owner of the capacity objects: 0 this pod, 1 its DaemonSet or ReplicaSet, 2 the Deployment; negative for none.")
+	fs.StringVar((*string)(&o.orphans.Policy), "orphan-policy", string(o.orphans.Policy), "What the orphan sweep does with a backend volume that has our name prefix but no PV and no in-flight claim: report (a metric and an event) or delete.")
+	fs.DurationVar(&o.orphans.Interval, "orphan-sweep-interval", o.orphans.Interval, "How often the orphan sweep lists the driver's volumes (when it has LIST_VOLUMES); 0 turns it off.")
+	fs.DurationVar(&o.orphans.MinAge, "orphan-min-age", o.orphans.MinAge, "With --orphan-policy=delete, how long a volume must have been seen orphaned before it is deleted.")
+	fs.StringVar(&o.clusterID, "cluster-id", "", "With --orphan-policy=delete, this cluster's ID in the ownership mark (the "+provisioner.OwnerKey+" CreateVolume parameter) that new volumes get and that the sweep deletes by; empty is the UID of the kube-system namespace.")
+	addCompatFlags(fs, &o.compat)
+	return fs
+}
+
+// addCompatFlags registers the rest of EP's flags: those tether honours
+// and those it accepts and ignores (ignoredFlags).
+func addCompatFlags(fs *flag.FlagSet, c *compatOptions) {
+	fs.BoolVar(&c.showVersion, "version", false, "Print the version and exit.")
+	fs.StringVar(&c.master, "master", "", "Address of the API server; overrides the kubeconfig's. With neither, the in-cluster configuration.")
+	fs.StringVar(&c.metricsAddress, "metrics-address", "", "Deprecated (as in external-provisioner): the same as --http-endpoint; only one of the two may be set.")
+	fs.StringVar(&c.metricsPath, "metrics-path", c.metricsPath, "HTTP path of the metrics on --http-endpoint.")
+	fs.StringVar(&c.loggingFormat, "logging-format", c.loggingFormat, "Log format; only text.")
+	fs.DurationVar(&c.logFlush, "log-flush-frequency", c.logFlush, "Longest time between log flushes.")
+	fs.Float64Var(&c.capacityQPS, "kube-api-capacity-qps", 0, "Queries per second of the capacity publisher's own client; 0 shares the main client (--kube-api-qps).")
+	fs.IntVar(&c.capacityBurst, "kube-api-capacity-burst", 0, "Burst of the capacity publisher's own client; 0 shares the main client (--kube-api-burst).")
+	fs.UintVar(&c.cloningThreads, "cloning-protection-threads", c.cloningThreads, "Workers of the controller that releases the sources of finished clones.")
+
+	ignored := func(name string) string {
+		return "Accepted for external-provisioner's manifests and ignored: " + ignoredFlags[name] + "."
+	}
+	fs.Var(&featureGates{}, "feature-gates", ignored("feature-gates"))
+	fs.Var(&leaseLabels{}, "leader-election-labels", ignored("leader-election-labels"))
+	fs.BoolFunc("automaxprocs", ignored("automaxprocs"), func(s string) error {
+		if s == "" {
+			return nil
+		}
+		_, err := strconv.ParseBool(s)
+		return err
+	})
+	var u uint
+	var d time.Duration
+	var b bool
+	var s string
+	fs.UintVar(&u, "capacity-threads", 1, ignored("capacity-threads"))
+	fs.DurationVar(&d, "snapshot-orphan-sweep-interval", 5*time.Minute, ignored("snapshot-orphan-sweep-interval"))
+	fs.BoolVar(&b, "prevent-volume-mode-conversion", true, ignored("prevent-volume-mode-conversion"))
+	fs.BoolVar(&b, "controller-publish-readonly", false, ignored("controller-publish-readonly"))
+	fs.BoolVar(&b, "log-text-split-stream", false, ignored("log-text-split-stream"))
+	fs.StringVar(&s, "log-text-info-buffer-size", "", ignored("log-text-info-buffer-size"))
+	fs.BoolVar(&b, "log-json-split-stream", false, ignored("log-json-split-stream"))
+	fs.StringVar(&s, "log-json-info-buffer-size", "", ignored("log-json-info-buffer-size"))
+}
+
+// featureGates takes EP's --feature-gates syntax (Name=bool,…).
+type featureGates struct{ set []string }
+
+func (f *featureGates) String() string { return strings.Join(f.set, ",") }
+
+func (f *featureGates) Set(v string) error {
+	for _, kv := range strings.Split(v, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("missing bool value for %s", kv)
+		}
+		if _, err := strconv.ParseBool(strings.TrimSpace(val)); err != nil {
+			return fmt.Errorf("invalid value of %s=%s: %w", name, val, err)
+		}
+		f.set = append(f.set, kv)
+	}
+	return nil
+}
+
+// leaseLabels takes EP's --leader-election-labels syntax (key:value,…).
+type leaseLabels struct{ set []string }
+
+func (l *leaseLabels) String() string { return strings.Join(l.set, ",") }
+
+func (l *leaseLabels) Set(v string) error {
+	for _, item := range strings.Split(v, ",") {
+		if parts := strings.Split(item, ":"); len(parts) != 2 {
+			return fmt.Errorf("malformed item in list of labels: %s", item)
+		}
+		l.set = append(l.set, item)
+	}
+	return nil
+}
+
+// parseFlags parses args onto o and checks what parsing alone cannot. A
+// syntax error has been printed with the usage when it returns;
+// flag.ErrHelp means --help was asked for.
+func parseFlags(o *options, args []string) (*flag.FlagSet, error) {
+	fs := newFlagSet(o)
+	if err := fs.Parse(args); err != nil {
+		return fs, err
+	}
+	if fs.NArg() > 0 {
+		// Go's flag package stops at the first non-flag: every flag
+		// after it would be dropped without a word.
+		return fs, fmt.Errorf("unexpected argument %q: every argument must be a flag", fs.Arg(0))
+	}
+	return fs, o.compat.validate(&o.httpEndpoint)
+}
+
+// validate checks the compatibility flags, and folds --metrics-address into
+// the HTTP endpoint.
+func (c *compatOptions) validate(httpEndpoint *string) error {
+	if c.loggingFormat != "text" {
+		return fmt.Errorf("--logging-format=%s: only text is supported", c.loggingFormat)
+	}
+	if c.metricsAddress != "" {
+		if *httpEndpoint != "" {
+			return fmt.Errorf("only one of --metrics-address and --http-endpoint can be set")
+		}
+		*httpEndpoint = c.metricsAddress
+	}
+	if !strings.HasPrefix(c.metricsPath, "/") {
+		return fmt.Errorf("--metrics-path=%s: must start with /", c.metricsPath)
+	}
+	if c.logFlush <= 0 {
+		return fmt.Errorf("--log-flush-frequency must be positive")
+	}
+	if c.capacityQPS < 0 || c.capacityBurst < 0 {
+		return fmt.Errorf("--kube-api-capacity-qps and --kube-api-capacity-burst must not be negative")
+	}
+	if c.cloningThreads == 0 {
+		return fmt.Errorf("--cloning-protection-threads must be at least 1")
+	}
+	return nil
+}
+
+// givenIgnored lists the ignored flags that were given, with the reason.
+func givenIgnored(fs *flag.FlagSet) []string {
+	var out []string
+	fs.Visit(func(f *flag.Flag) {
+		if reason, ok := ignoredFlags[f.Name]; ok {
+			out = append(out, fmt.Sprintf("--%s (%s)", f.Name, reason))
+		}
+	})
+	slices.Sort(out)
+	return out
+}
+
+// versionString is what --version prints after the program's name.
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := info.Main.Version
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" {
+			v += " " + s.Value
+		}
+	}
+	return v
+}
+
+// restConfig builds the client configuration. --master, as in EP, names
+// the API server: it overrides the kubeconfig's address, and alone gives a
+// configuration with that address and no credentials.
+func (o options) restConfig(userAgent string) (*rest.Config, error) {
+	master := o.compat.master
+	if master == "" || o.kube.Kubeconfig != "" {
+		cfg, err := o.kube.RestConfig(userAgent)
+		if err == nil && master != "" {
+			cfg.Host = master
+		}
+		return cfg, err
+	}
+	if o.kube.QPS <= 0 || o.kube.Burst <= 0 {
+		return nil, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.kube.QPS, o.kube.Burst)
+	}
+	cfg := &rest.Config{Host: master, QPS: float32(o.kube.QPS), Burst: o.kube.Burst, UserAgent: userAgent}
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return cfg, nil
+}
+
+// capacityConfig is the configuration of the capacity publisher's client:
+// cfg with --kube-api-capacity-qps and -burst when set, else nil (share
+// the main client).
+func (c compatOptions) capacityConfig(cfg *rest.Config) *rest.Config {
+	if c.capacityQPS == 0 && c.capacityBurst == 0 {
+		return nil
+	}
+	out := rest.CopyConfig(cfg)
+	if c.capacityQPS > 0 {
+		out.QPS = float32(c.capacityQPS)
+	}
+	if c.capacityBurst > 0 {
+		out.Burst = c.capacityBurst
+	}
+	return out
+}
+
+// deprecatedParamsLogger logs, once per version of each class of this
+// driver, the deprecated parameter keys it uses (EP logs the same warning at
+// every provisioning).
+func deprecatedParamsLogger(ctx context.Context, driver string) cache.ResourceEventHandler {
+	warn := func(obj any) {
+		class, ok := obj.(*storagev1.StorageClass)
+		if !ok || class.Provisioner != driver {
+			return
+		}
+		if p, err := provisioner.ParseClassParams(class.Parameters); err == nil && len(p.Warnings) > 0 {
+			klog.FromContext(ctx).Info("Warning: StorageClass uses deprecated parameters", "storageClass", klog.KObj(class), "warnings", p.Warnings)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: warn,
+		UpdateFunc: func(old, obj any) {
+			if o, ok := old.(*storagev1.StorageClass); !ok || o.ResourceVersion != obj.(*storagev1.StorageClass).ResourceVersion {
+				warn(obj)
+			}
+		},
+	}
+}
