@@ -16,6 +16,7 @@ import (
 
 	"github.com/tether-csi/tether/pkg/binder"
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/migration"
 )
 
 // provisioning describes the dynamic path, nil when the claim has none (no
@@ -30,6 +31,11 @@ func (w *world) provisioning() *Provisioning {
 	}
 	if name == "" || name == storagehelpers.NotSupportedProvisioner {
 		return nil
+	}
+	// A migrated in-tree plugin's claims go to its CSI driver, as the
+	// binder hands them.
+	if driver, ok := migration.CSIDriverFor(name); ok {
+		name = driver
 	}
 	p := &Provisioning{Provisioner: name, Annotated: w.annotatedProvisioner() == name,
 		WaitForFirstConsumer: binder.DelayBinding(w.class), SelectedNode: w.claim.Annotations[storagehelpers.AnnSelectedNode]}
