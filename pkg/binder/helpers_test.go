@@ -218,7 +218,6 @@ type wantEvent struct {
 	typ, reason, msg string
 }
 
-func noEvent() wantEvent { return wantEvent{} }
 func normalEvent(reason string) wantEvent {
 	return wantEvent{typ: v1.EventTypeNormal, reason: reason}
 }

@@ -5,14 +5,12 @@ import (
 
 	"fmt"
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -31,8 +29,6 @@ import (
 // through the volume's name (prefix-<claim UID>, CreateVolume being
 // idempotent by name) the volume.
 const FinalizerInFlight = inflight.Finalizer
-
-var everything = labels.Everything()
 
 // recordInFlight adds the record for the claim's volume (name). The write
 // carries the resourceVersion of the claim the decision was made on, so a
@@ -81,17 +77,6 @@ func (p *Provisioner) forgetInFlight(ctx context.Context, claim *v1.PersistentVo
 	}
 	return updateClaim(ctx, p.o.Client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
 		return c.UID == claim.UID && inflight.Forget(c)
-	})
-}
-
-// removeFinalizer removes one finalizer from the claim of the given UID.
-func removeFinalizer(ctx context.Context, client kubernetes.Interface, claim *v1.PersistentVolumeClaim, finalizer string) error {
-	return updateClaim(ctx, client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
-		if c.UID != claim.UID || !slices.Contains(c.Finalizers, finalizer) {
-			return false
-		}
-		c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == finalizer })
-		return true
 	})
 }
 
