@@ -207,8 +207,8 @@ func run(ctx context.Context, o options) error {
 	lib := controller.NewProvisionController(provisioner.PatchFinalizerClient(client), driver, prov,
 		controller.LeaderElection(false), // ours is below, on a Lease
 		controller.Threadiness(int(o.workers)),
-		controller.RateLimiter(workqueue.NewItemExponentialFailureRateLimiter(o.retryStart, o.retryMax)),
-		controller.CreateProvisionedPVLimiter(workqueue.DefaultControllerRateLimiter()),
+		controller.RateLimiter(workqueue.NewTypedItemExponentialFailureRateLimiter[any](o.retryStart, o.retryMax)),
+		controller.CreateProvisionedPVLimiter(workqueue.DefaultTypedControllerRateLimiter[any]()),
 		// Retry for ever, with backoff, as external-provisioner does (the
 		// library's default gives up after 15 failures).
 		controller.FailedProvisionThreshold(0),
