@@ -104,6 +104,11 @@ func StartFaultProxy(t T, c *Cluster, o FaultOptions) *FaultProxy {
 		},
 		Transport:     transport,
 		FlushInterval: -1, // watches stream
+		// A client that went away (a killed component, a closed watch)
+		// is no news: answer 502 without a log line.
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
+			w.WriteHeader(http.StatusBadGateway)
+		},
 		ModifyResponse: func(resp *http.Response) error {
 			kind, _ := resp.Request.Context().Value(faultKey{}).(string)
 			if kind != FaultErrorAfter || resp.StatusCode >= 300 {
