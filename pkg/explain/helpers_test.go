@@ -101,9 +101,6 @@ func newPV(name, class, size string, opts ...pvOpt) *v1.PersistentVolume {
 func pvLabels(k, val string) pvOpt {
 	return func(pv *v1.PersistentVolume) { pv.Labels = map[string]string{k: val} }
 }
-func pvModes(m ...v1.PersistentVolumeAccessMode) pvOpt {
-	return func(pv *v1.PersistentVolume) { pv.Spec.AccessModes = m }
-}
 func pvVAC(s string) pvOpt {
 	return func(pv *v1.PersistentVolume) { pv.Spec.VolumeAttributesClassName = &s }
 }
