@@ -136,6 +136,8 @@ func (s *side) runScenario(ctx context.Context, sc *Scenario) (obs Observed, not
 }
 
 // create makes the namespace, classes, volumes and claims in scenario order.
+// Both sides create the same scenario at once, so each writes copies (the
+// client's encoder sets an object's TypeMeta).
 // Claims are created only once the API server's default-class admission sees
 // exactly this scenario's classes, and once every volume is Available: KCM
 // skips volumes that are not Available yet, and would retry those claims at
@@ -148,7 +150,7 @@ func (s *side) create(ctx context.Context, sc *Scenario, notes *[]string) error 
 		return err
 	}
 	for _, c := range sc.Classes {
-		if _, err := s.client.StorageV1().StorageClasses().Create(ctx, c, metav1.CreateOptions{}); err != nil {
+		if _, err := s.client.StorageV1().StorageClasses().Create(ctx, c.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create class %s: %w", c.Name, err)
 		}
 	}
@@ -156,7 +158,7 @@ func (s *side) create(ctx context.Context, sc *Scenario, notes *[]string) error 
 		return err
 	}
 	for _, pv := range sc.PVs {
-		if _, err := core.PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		if _, err := core.PersistentVolumes().Create(ctx, pv.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create pv %s: %w", pv.Name, err)
 		}
 	}
@@ -179,7 +181,7 @@ func (s *side) create(ctx context.Context, sc *Scenario, notes *[]string) error 
 		*notes = append(*notes, fmt.Sprintf("%s: not every volume became Available: %v", s.label, err))
 	}
 	for _, c := range sc.Claims {
-		if _, err := core.PersistentVolumeClaims(sc.Namespace).Create(ctx, c, metav1.CreateOptions{}); err != nil {
+		if _, err := core.PersistentVolumeClaims(sc.Namespace).Create(ctx, c.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create claim %s: %w", c.Name, err)
 		}
 	}
