@@ -130,6 +130,15 @@ func run(ctx context.Context, o options) error {
 		Identity: fmt.Sprintf("%d-%s-%s", time.Now().UnixMilli(), uuid.NewString()[:8], driver),
 		Claims:   claimInf.Lister(), Volumes: volumeInf.Lister(), Classes: classInf.Lister(), Nodes: nodeInf.Lister(), CSINodes: csiNodeInf.Lister(),
 		VolumeAttachments: vaInf.Lister(),
+		ModifyVolume:      caps.ModifyVolume,
+	}
+	popts.Request.SingleNodeMultiWriter = caps.SingleNodeMultiWriter
+	// VolumeAttributesClasses are read only for a driver with MODIFY_VOLUME
+	// (without it a claim naming one is refused before the class is read),
+	// and not waited for (see SyncedVACs).
+	if caps.ModifyVolume {
+		vacInf := factory.Storage().V1().VolumeAttributesClasses()
+		popts.VolumeAttributesClasses = provisioner.SyncedVACs(vacInf.Lister(), vacInf.Informer().HasSynced)
 	}
 	managedBy := "tether-provisioner"
 	if o.nodeDeployment {
@@ -216,7 +225,7 @@ func run(ctx context.Context, o options) error {
 		controller.ClaimsInformer(provisioner.QuietClaims(claimInf.Informer())),
 		controller.VolumesInformer(volumeInf.Informer()),
 		controller.ClassesInformer(classInf.Informer()),
-		controller.NodesLister(nodeInf.Lister()),
+		controller.NodesLister(provisioner.SelectedNodes(nodeInf.Lister())),
 		controller.AddFinalizer(true),
 	)
 	if o.leader.Name == "" {

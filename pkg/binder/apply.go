@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/migration"
@@ -133,6 +134,7 @@ func (w *Writer) claimPhase(ctx context.Context, claim *v1.PersistentVolumeClaim
 	c.Status.Phase = phase
 	if pv == nil {
 		c.Status.AccessModes, c.Status.Capacity = nil, nil
+		c.Status.CurrentVolumeAttributesClassName = nil
 	} else {
 		c.Status.AccessModes = pv.Spec.AccessModes
 		// Set the capacity only when becoming Bound: after that a
@@ -140,9 +142,16 @@ func (w *Writer) claimPhase(ctx context.Context, claim *v1.PersistentVolumeClaim
 		if claim.Status.Phase != phase || c.Status.Capacity == nil {
 			c.Status.Capacity = maps.Clone(pv.Spec.Capacity)
 		}
+		// As KCM: the volume's attributes class only when Pending becomes
+		// Bound; after that it is the resizer's (ModifyVolume), or an
+		// admin's.
+		if claim.Status.Phase == v1.ClaimPending && phase == v1.ClaimBound {
+			c.Status.CurrentVolumeAttributesClassName = copyName(pv.Spec.VolumeAttributesClassName)
+		}
 	}
 	if c.Status.Phase == claim.Status.Phase && slices.Equal(c.Status.AccessModes, claim.Status.AccessModes) &&
-		equalResources(c.Status.Capacity, claim.Status.Capacity) {
+		equalResources(c.Status.Capacity, claim.Status.Capacity) &&
+		ptr.Equal(c.Status.CurrentVolumeAttributesClassName, claim.Status.CurrentVolumeAttributesClassName) {
 		return false, nil
 	}
 	out, err := w.Client.CoreV1().PersistentVolumeClaims(c.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{})
@@ -151,6 +160,13 @@ func (w *Writer) claimPhase(ctx context.Context, claim *v1.PersistentVolumeClaim
 	}
 	w.Claims.Upsert(out)
 	return true, nil
+}
+
+func copyName(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	return ptr.To(*s)
 }
 
 func equalResources(a, b v1.ResourceList) bool {

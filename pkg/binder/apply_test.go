@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/utils/ptr"
 
 	"github.com/tether-csi/tether/pkg/inflight"
 )
@@ -63,6 +64,75 @@ func TestBindSettlesInFlightRecord(t *testing.T) {
 			}
 			if len(got.Finalizers) == 0 || got.Finalizers[0] != "kubernetes.io/pvc-protection" {
 				t.Errorf("other finalizers lost: %v", got.Finalizers)
+			}
+		})
+	}
+}
+
+// As KCM's updateClaimStatus: the claim's currentVolumeAttributesClassName
+// takes the volume's attributes class when the claim goes from Pending to
+// Bound, and only then; a claim that loses its volume loses it.
+func TestClaimStatusVolumeAttributesClass(t *testing.T) {
+	gold, silver := "gold", "silver"
+	tests := []struct {
+		name      string
+		op        ClaimOp
+		phase     v1.PersistentVolumeClaimPhase // the claim's phase before
+		current   *string                       // the claim's current class before
+		pvVAC     *string
+		wantPhase v1.PersistentVolumeClaimPhase
+		want      *string
+	}{
+		{name: "Pending to Bound takes the volume's class", op: ClaimBind, phase: v1.ClaimPending, pvVAC: &gold,
+			wantPhase: v1.ClaimBound, want: &gold},
+		{name: "Pending to Bound, a volume without class", op: ClaimBind, phase: v1.ClaimPending,
+			wantPhase: v1.ClaimBound},
+		{name: "Pending to Bound, a volume without class clears a stale one", op: ClaimBind, phase: v1.ClaimPending, current: &silver,
+			wantPhase: v1.ClaimBound},
+		// After binding the field is the resizer's (ModifyVolume in progress).
+		{name: "already Bound keeps its class", op: ClaimBind, phase: v1.ClaimBound, current: &silver, pvVAC: &gold,
+			wantPhase: v1.ClaimBound, want: &silver},
+		// KCM sets it only from Pending: a claim with no phase yet is left alone.
+		{name: "no phase to Bound leaves it", op: ClaimBind, phase: "", pvVAC: &gold, wantPhase: v1.ClaimBound},
+		{name: "Lost clears it", op: ClaimLost, phase: v1.ClaimBound, current: &gold, pvVAC: &gold, wantPhase: v1.ClaimLost},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			claim := &v1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "uid-1"},
+				Spec: v1.PersistentVolumeClaimSpec{AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+					VolumeAttributesClassName: tt.pvVAC,
+					Resources:                 v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}}},
+				Status: v1.PersistentVolumeClaimStatus{Phase: tt.phase, CurrentVolumeAttributesClassName: tt.current},
+			}
+			pv := &v1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},
+				Spec: v1.PersistentVolumeSpec{AccessModes: claim.Spec.AccessModes, Capacity: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")},
+					VolumeAttributesClassName: tt.pvVAC,
+					ClaimRef:                  &v1.ObjectReference{Namespace: "ns", Name: "c", UID: "uid-1"},
+					PersistentVolumeSource:    v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "csi.tether.dev", VolumeHandle: "h"}}},
+			}
+			if tt.phase == v1.ClaimBound {
+				claim.Spec.VolumeName = pv.Name
+				metav1.SetMetaDataAnnotation(&claim.ObjectMeta, storagehelpers.AnnBindCompleted, "yes")
+				pv.Status.Phase = v1.VolumeBound
+			}
+			client := fake.NewClientset(claim, pv)
+			claims, volumes := NewStore[*v1.PersistentVolumeClaim](), NewIndex()
+			w := &Writer{Client: client, Recorder: record.NewFakeRecorder(10), Volumes: volumes, Claims: claims,
+				Metrics: NewMetrics(prometheus.NewRegistry(), volumes, claims)}
+			if err := w.ApplyClaim(t.Context(), claim, ClaimDecision{Op: tt.op, Volume: pv}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := client.CoreV1().PersistentVolumeClaims("ns").Get(t.Context(), "c", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Phase != tt.wantPhase {
+				t.Errorf("phase %q, want %q", got.Status.Phase, tt.wantPhase)
+			}
+			if g := got.Status.CurrentVolumeAttributesClassName; !ptr.Equal(g, tt.want) {
+				t.Errorf("currentVolumeAttributesClassName %v, want %v", ptr.Deref(g, "<nil>"), ptr.Deref(tt.want, "<nil>"))
 			}
 		})
 	}

@@ -55,6 +55,11 @@ type Capabilities struct {
 	ControllerService, AccessibilityConstraints bool
 	// Controller capabilities (ControllerGetCapabilities).
 	CreateDelete, Clone, ListVolumes, GetCapacity bool
+	// ModifyVolume (MODIFY_VOLUME): a claim may name a
+	// VolumeAttributesClass. SingleNodeMultiWriter
+	// (SINGLE_NODE_MULTI_WRITER): ReadWriteOnce and ReadWriteOncePod map to
+	// the single-node multi- and single-writer modes.
+	ModifyVolume, SingleNodeMultiWriter bool
 }
 
 // Conn is a ready connection to one CSI driver. It is safe for concurrent use.
@@ -191,6 +196,10 @@ func (c *Conn) readDriver(ctx context.Context, logger klog.Logger) (string, Capa
 				caps.ListVolumes = true
 			case csi.ControllerServiceCapability_RPC_GET_CAPACITY:
 				caps.GetCapacity = true
+			case csi.ControllerServiceCapability_RPC_MODIFY_VOLUME:
+				caps.ModifyVolume = true
+			case csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER:
+				caps.SingleNodeMultiWriter = true
 			}
 		}
 	}
@@ -198,7 +207,8 @@ func (c *Conn) readDriver(ctx context.Context, logger klog.Logger) (string, Capa
 		"controllerService", caps.ControllerService,
 		"accessibilityConstraints", caps.AccessibilityConstraints,
 		"createDelete", caps.CreateDelete, "clone", caps.Clone,
-		"listVolumes", caps.ListVolumes, "getCapacity", caps.GetCapacity)
+		"listVolumes", caps.ListVolumes, "getCapacity", caps.GetCapacity,
+		"modifyVolume", caps.ModifyVolume, "singleNodeMultiWriter", caps.SingleNodeMultiWriter)
 	return name, caps, nil
 }
 

@@ -40,6 +40,10 @@ type Options struct {
 	Topology, StrictTopology, ImmediateTopology bool
 	// Clone and GetCapacity: whether the driver has CLONE_VOLUME and GET_CAPACITY.
 	Clone, GetCapacity bool
+	// ModifyVolume: whether the driver has MODIFY_VOLUME. As in
+	// external-provisioner, a claim that names a VolumeAttributesClass
+	// needs it.
+	ModifyVolume bool
 	// Node, when set, is node-deployment mode.
 	Node *NodeDeployment
 	// Identity goes into every PV's volume attributes.
@@ -54,6 +58,9 @@ type Options struct {
 	Nodes             corelisters.NodeLister
 	CSINodes          storagelisters.CSINodeLister
 	VolumeAttachments storagelisters.VolumeAttachmentLister
+	// VolumeAttributesClasses, when nil, makes every claim that names a
+	// VolumeAttributesClass fail.
+	VolumeAttributesClasses storagelisters.VolumeAttributesClassLister
 }
 
 // Provisioner implements the library's Provisioner, Qualifier and
@@ -143,7 +150,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	}
 	prep, err := p.prepare(ctx, prepareInput{Claim: claim, Class: po.StorageClass, Node: po.SelectedNode, Name: name})
 	if err != nil {
-		return nil, controller.ProvisioningFinished, err
+		return nil, prepareState(err), err
 	}
 	if claim, err = p.recordInFlight(ctx, claim, name, prep.source); err != nil {
 		return nil, controller.ProvisioningNoChange, err
@@ -269,9 +276,21 @@ type prepareInput struct {
 }
 
 // prepare reads what a request needs and builds it. Its errors are about
-// bad input (class, secrets, topology, data source): no CreateVolume is made.
+// bad input (claim, class, secrets, topology, data source, attributes
+// class): no CreateVolume is made. A *rescheduleError means the selected
+// node cannot take the volume.
 func (p *Provisioner) prepare(ctx context.Context, in prepareInput) (*prepared, error) {
 	claim, class, node, name := in.Claim, in.Class, in.Node, in.Name
+	if !in.CleanUp {
+		// A deleted claim's clean-up must find its volume whatever these say.
+		if err := Supported(claim, p.o.ModifyVolume); err != nil {
+			return nil, err
+		}
+	}
+	mutable, err := p.mutableParameters(ctx, claim, in.CleanUp)
+	if err != nil {
+		return nil, err
+	}
 	params, err := ParseClassParams(class.Parameters)
 	if err != nil {
 		return nil, err
@@ -303,7 +322,7 @@ func (p *Provisioner) prepare(ctx context.Context, in prepareInput) (*prepared, 
 		return nil, err
 	}
 	out.req, err = BuildRequest(RequestInput{Claim: claim, Class: class, Params: params, Secrets: secrets,
-		Topology: topology, Source: out.source, Name: name}, p.o.Request)
+		Topology: topology, Source: out.source, Name: name, Mutable: mutable}, p.o.Request)
 	return out, err
 }
 
@@ -321,13 +340,21 @@ func (p *Provisioner) topology(claim *v1.PersistentVolumeClaim, class *storagev1
 		Strict: p.o.StrictTopology, Immediate: p.o.ImmediateTopology}
 	driver := p.o.Driver.DriverName()
 	if node != nil {
+		// A node that is gone, or that cannot run the driver, cannot take
+		// the volume: the scheduler must pick again (SelectedNodes lets
+		// the library hand us a node that is gone).
+		if _, err := p.o.Nodes.Get(node.Name); apierrors.IsNotFound(err) {
+			return nil, &rescheduleError{fmt.Errorf("the selected node %s is gone", node.Name)}
+		}
 		cn, err := p.o.CSINodes.Get(node.Name)
-		if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &rescheduleError{fmt.Errorf("the selected node %s has no CSINode", node.Name)}
+		} else if err != nil {
 			return nil, fmt.Errorf("CSINode of the selected node %s: %w", node.Name, err)
 		}
 		keys, ok := driverKeys(cn, driver)
 		if !ok {
-			return nil, fmt.Errorf("the driver %s is not registered on the selected node %s", driver, node.Name)
+			return nil, &rescheduleError{fmt.Errorf("the driver %s is not registered on the selected node %s", driver, node.Name)}
 		}
 		if in.Node, err = NodeSegment(node, keys); err != nil {
 			return nil, err
@@ -356,6 +383,41 @@ func (p *Provisioner) topology(claim *v1.PersistentVolumeClaim, class *storagev1
 		}
 	}
 	return Requirement(in)
+}
+
+// rescheduleError is a prepare error after which the scheduler should
+// pick another node: Provision returns the library's Reschedule state, and
+// the library removes volume.kubernetes.io/selected-node. No CreateVolume
+// was made for it.
+type rescheduleError struct{ err error }
+
+func (e *rescheduleError) Error() string { return e.err.Error() }
+func (e *rescheduleError) Unwrap() error { return e.err }
+
+// prepareState is the library's state after a prepare error.
+func prepareState(err error) controller.ProvisioningState {
+	if r := (*rescheduleError)(nil); errors.As(err, &r) {
+		return controller.ProvisioningReschedule
+	}
+	return controller.ProvisioningFinished
+}
+
+// SelectedNodes wraps the node lister that the library reads a claim's
+// selected node from. The library v8 does not call Provision while that
+// node is missing, and so never reschedules the claim; through this it
+// gets a node with only the name, and Provision asks the scheduler to pick
+// again (a driver without topology ignores the node), as
+// external-provisioner, whose library passes only the node's name.
+func SelectedNodes(l corelisters.NodeLister) corelisters.NodeLister { return selectedNodes{l} }
+
+type selectedNodes struct{ corelisters.NodeLister }
+
+func (s selectedNodes) Get(name string) (*v1.Node, error) {
+	n, err := s.NodeLister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
+	}
+	return n, err
 }
 
 func driverKeys(cn *storagev1.CSINode, driver string) ([]string, bool) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/utils/ptr"
 )
 
 // AnnProvisionerIdentity is the volume attribute that names the
@@ -99,6 +100,12 @@ func BuildPV(resp *csi.CreateVolumeResponse, in PVInput) (*v1.PersistentVolume, 
 			},
 			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: source},
 		},
+	}
+	// As external-provisioner: the volume was made with the parameters of
+	// the claim's VolumeAttributesClass, so the PV names it (the binder
+	// matches on it, and copies it to the claim's status when it binds).
+	if vac := in.Claim.Spec.VolumeAttributesClassName; vac != nil && *vac != "" {
+		pv.Spec.VolumeAttributesClassName = ptr.To(*vac)
 	}
 	if policy == v1.PersistentVolumeReclaimDelete {
 		pv.Finalizers = []string{storagehelpers.PVDeletionProtectionFinalizer}

@@ -57,8 +57,10 @@ func TestBuildPV(t *testing.T) {
 	if !slices.Equal(pv.Spec.AccessModes, claim.Spec.AccessModes) || !slices.Equal(pv.Spec.MountOptions, in.MountOptions) {
 		t.Errorf("access modes %v, mount options %v", pv.Spec.AccessModes, pv.Spec.MountOptions)
 	}
-	if pv.Spec.StorageClassName != testClass || pv.Spec.VolumeMode != nil || pv.Spec.NodeAffinity != nil {
-		t.Errorf("class %q, volumeMode %v, affinity %v", pv.Spec.StorageClassName, pv.Spec.VolumeMode, pv.Spec.NodeAffinity)
+	if pv.Spec.StorageClassName != testClass || pv.Spec.VolumeMode != nil || pv.Spec.NodeAffinity != nil ||
+		pv.Spec.VolumeAttributesClassName != nil {
+		t.Errorf("class %q, volumeMode %v, affinity %v, attributes class %v", pv.Spec.StorageClassName, pv.Spec.VolumeMode,
+			pv.Spec.NodeAffinity, pv.Spec.VolumeAttributesClassName)
 	}
 	if pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete {
 		t.Errorf("reclaim policy %q, want Delete by default", pv.Spec.PersistentVolumeReclaimPolicy)
@@ -174,6 +176,18 @@ func TestBuildPVVariants(t *testing.T) {
 			check: func(t *testing.T, pv *v1.PersistentVolume) {
 				if pv.Spec.StorageClassName != "slow" {
 					t.Errorf("class %q", pv.Spec.StorageClassName)
+				}
+			}},
+		{name: "the claim's VolumeAttributesClass", claim: newClaim(vacName("gold")), resp: volumeResp("v", 0),
+			check: func(t *testing.T, pv *v1.PersistentVolume) {
+				if got := pv.Spec.VolumeAttributesClassName; got == nil || *got != "gold" {
+					t.Errorf("attributes class %v, want gold", got)
+				}
+			}},
+		{name: "an empty VolumeAttributesClass name is none", claim: newClaim(vacName("")), resp: volumeResp("v", 0),
+			check: func(t *testing.T, pv *v1.PersistentVolume) {
+				if pv.Spec.VolumeAttributesClassName != nil {
+					t.Errorf("attributes class %q, want none", *pv.Spec.VolumeAttributesClassName)
 				}
 			}},
 		{name: "node affinity from accessible topology", claim: newClaim(),

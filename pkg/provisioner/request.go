@@ -35,6 +35,10 @@ type RequestOptions struct {
 	// the OwnerKey parameter, the mark that the orphan sweep deletes by
 	// (with the class's reclaim policy). Set with --orphan-policy=delete.
 	Owner string
+	// SingleNodeMultiWriter: the driver has the SINGLE_NODE_MULTI_WRITER
+	// controller capability, so ReadWriteOnce and ReadWriteOncePod map to
+	// the single-node multi- and single-writer modes (see AccessModeOf).
+	SingleNodeMultiWriter bool
 }
 
 // RequestInput is one claim's provisioning input, already read from the API.
@@ -51,6 +55,9 @@ type RequestInput struct {
 	// Name, when set, is the volume's name (the one an in-flight record
 	// names); else it is derived from the claim's UID.
 	Name string
+	// Mutable are the parameters of the claim's VolumeAttributesClass,
+	// sent as mutable_parameters; nil for none.
+	Mutable map[string]string
 }
 
 // BuildRequest makes the CreateVolume request for a claim. It is pure.
@@ -60,7 +67,8 @@ func BuildRequest(in RequestInput, o RequestOptions) (*csi.CreateVolumeRequest, 
 	if name == "" {
 		name = VolumeName(o.VolumeNamePrefix, string(claim.UID), o.VolumeNameUUIDLen)
 	}
-	caps, err := VolumeCapabilities(claim, in.Params.FSType, o.DefaultFSType, in.Class.MountOptions)
+	caps, err := VolumeCapabilities(claim, CapabilityOptions{FSType: in.Params.FSType, DefaultFSType: o.DefaultFSType,
+		MountOptions: in.Class.MountOptions, SingleNodeMultiWriter: o.SingleNodeMultiWriter})
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +95,7 @@ func BuildRequest(in RequestInput, o RequestOptions) (*csi.CreateVolumeRequest, 
 		Secrets:                   in.Secrets,
 		AccessibilityRequirements: in.Topology,
 		VolumeContentSource:       in.Source,
+		MutableParameters:         maps.Clone(in.Mutable),
 	}, nil
 }
 
@@ -117,10 +126,21 @@ func capacityRange(claim *v1.PersistentVolumeClaim) (*csi.CapacityRange, error) 
 	return r, nil
 }
 
+// CapabilityOptions shape the capabilities of a request.
+type CapabilityOptions struct {
+	// FSType is the class's fsType; DefaultFSType is used when it is empty.
+	FSType, DefaultFSType string
+	// MountOptions are the class's mount options.
+	MountOptions []string
+	// SingleNodeMultiWriter: the driver has the SINGLE_NODE_MULTI_WRITER
+	// controller capability.
+	SingleNodeMultiWriter bool
+}
+
 // VolumeCapabilities maps a claim's access modes and volumeMode to CSI
 // capabilities: one per access mode, block or mount (with the class's
 // fsType, else the default, and its mount options).
-func VolumeCapabilities(claim *v1.PersistentVolumeClaim, fsType, defaultFSType string, mountOptions []string) ([]*csi.VolumeCapability, error) {
+func VolumeCapabilities(claim *v1.PersistentVolumeClaim, o CapabilityOptions) ([]*csi.VolumeCapability, error) {
 	if len(claim.Spec.AccessModes) == 0 {
 		return nil, errors.New("the claim has no access modes")
 	}
@@ -128,12 +148,13 @@ func VolumeCapabilities(claim *v1.PersistentVolumeClaim, fsType, defaultFSType s
 	if claim.Spec.VolumeMode != nil && !block && *claim.Spec.VolumeMode != v1.PersistentVolumeFilesystem {
 		return nil, fmt.Errorf("unknown volumeMode %q", *claim.Spec.VolumeMode)
 	}
+	fsType := o.FSType
 	if fsType == "" {
-		fsType = defaultFSType
+		fsType = o.DefaultFSType
 	}
 	var out []*csi.VolumeCapability
 	for _, m := range claim.Spec.AccessModes {
-		mode, err := accessMode(m)
+		mode, err := AccessModeOf(m, o.SingleNodeMultiWriter)
 		if err != nil {
 			return nil, err
 		}
@@ -141,19 +162,31 @@ func VolumeCapabilities(claim *v1.PersistentVolumeClaim, fsType, defaultFSType s
 		if block {
 			c.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
 		} else {
-			c.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: fsType, MountFlags: mountOptions}}
+			c.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: fsType, MountFlags: o.MountOptions}}
 		}
 		out = append(out, c)
 	}
 	return out, nil
 }
 
-func accessMode(m v1.PersistentVolumeAccessMode) (csi.VolumeCapability_AccessMode_Mode, error) {
+// AccessModeOf is the CSI access mode of one Kubernetes access mode, as
+// external-provisioner maps it. A driver with the SINGLE_NODE_MULTI_WRITER
+// controller capability gets ReadWriteOnce as SINGLE_NODE_MULTI_WRITER and
+// ReadWriteOncePod as SINGLE_NODE_SINGLE_WRITER; a driver without it knows
+// neither mode, and gets SINGLE_NODE_WRITER for both (Kubernetes, not the
+// driver, then keeps a ReadWriteOncePod volume to one pod).
+func AccessModeOf(m v1.PersistentVolumeAccessMode, singleNodeMultiWriter bool) (csi.VolumeCapability_AccessMode_Mode, error) {
 	switch m {
 	case v1.ReadWriteOnce:
+		if singleNodeMultiWriter {
+			return csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER, nil
+		}
 		return csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, nil
 	case v1.ReadWriteOncePod:
-		return csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, nil
+		if singleNodeMultiWriter {
+			return csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, nil
+		}
+		return csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, nil
 	case v1.ReadOnlyMany:
 		return csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY, nil
 	case v1.ReadWriteMany:

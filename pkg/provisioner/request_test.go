@@ -57,6 +57,7 @@ func capsEqual(a, b []*csi.VolumeCapability) bool {
 const (
 	sw   = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
 	ssw  = csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
+	smw  = csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER
 	mnro = csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
 	mnmw = csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
 )
@@ -67,11 +68,21 @@ func TestVolumeCapabilities(t *testing.T) {
 		claim                 *v1.PersistentVolumeClaim
 		fsType, defaultFSType string
 		mountOptions          []string
+		snmw                  bool // the driver has SINGLE_NODE_MULTI_WRITER
 		want                  []*csi.VolumeCapability
 		wantErr               string
 	}{
 		{name: "RWO", claim: newClaim(), fsType: "ext4", want: []*csi.VolumeCapability{mountCap(sw, "ext4")}},
-		{name: "RWOP", claim: newClaim(modes(v1.ReadWriteOncePod)), fsType: "ext4", want: []*csi.VolumeCapability{mountCap(ssw, "ext4")}},
+		// As external-provisioner: a driver without SINGLE_NODE_MULTI_WRITER
+		// knows no single-writer mode; kubelet keeps RWOP to one pod.
+		{name: "RWOP", claim: newClaim(modes(v1.ReadWriteOncePod)), fsType: "ext4", want: []*csi.VolumeCapability{mountCap(sw, "ext4")}},
+		{name: "RWO, SINGLE_NODE_MULTI_WRITER", claim: newClaim(), fsType: "ext4", snmw: true, want: []*csi.VolumeCapability{mountCap(smw, "ext4")}},
+		{name: "RWOP, SINGLE_NODE_MULTI_WRITER", claim: newClaim(modes(v1.ReadWriteOncePod)), fsType: "ext4", snmw: true,
+			want: []*csi.VolumeCapability{mountCap(ssw, "ext4")}},
+		{name: "ROX and RWX, SINGLE_NODE_MULTI_WRITER", claim: newClaim(modes(v1.ReadOnlyMany, v1.ReadWriteMany)), snmw: true,
+			want: []*csi.VolumeCapability{mountCap(mnro, ""), mountCap(mnmw, "")}},
+		{name: "block RWO and RWOP, SINGLE_NODE_MULTI_WRITER", claim: newClaim(volumeMode(v1.PersistentVolumeBlock), modes(v1.ReadWriteOnce, v1.ReadWriteOncePod)),
+			snmw: true, want: []*csi.VolumeCapability{blockCap(smw), blockCap(ssw)}},
 		{name: "ROX", claim: newClaim(modes(v1.ReadOnlyMany)), fsType: "ext4", want: []*csi.VolumeCapability{mountCap(mnro, "ext4")}},
 		{name: "RWX", claim: newClaim(modes(v1.ReadWriteMany)), fsType: "ext4", want: []*csi.VolumeCapability{mountCap(mnmw, "ext4")}},
 		{name: "several modes, in order", claim: newClaim(modes(v1.ReadWriteMany, v1.ReadWriteOnce, v1.ReadOnlyMany)), fsType: "xfs",
@@ -88,7 +99,7 @@ func TestVolumeCapabilities(t *testing.T) {
 			fsType: "ext4", defaultFSType: "xfs", mountOptions: []string{"noatime"},
 			want: []*csi.VolumeCapability{blockCap(sw), blockCap(mnmw)}},
 		{name: "block RWOP", claim: newClaim(volumeMode(v1.PersistentVolumeBlock), modes(v1.ReadWriteOncePod)),
-			want: []*csi.VolumeCapability{blockCap(ssw)}},
+			want: []*csi.VolumeCapability{blockCap(sw)}},
 		{name: "unknown access mode", claim: newClaim(modes(v1.ReadWriteOnce, "ReadSometimes")), wantErr: `unknown access mode "ReadSometimes"`},
 		{name: "unknown volumeMode", claim: newClaim(volumeMode("Object")), wantErr: `unknown volumeMode "Object"`},
 		{name: "empty volumeMode", claim: newClaim(volumeMode("")), wantErr: `unknown volumeMode ""`},
@@ -96,7 +107,8 @@ func TestVolumeCapabilities(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := VolumeCapabilities(tt.claim, tt.fsType, tt.defaultFSType, tt.mountOptions)
+			got, err := VolumeCapabilities(tt.claim, CapabilityOptions{FSType: tt.fsType, DefaultFSType: tt.defaultFSType,
+				MountOptions: tt.mountOptions, SingleNodeMultiWriter: tt.snmw})
 			if !checkErr(t, err, tt.wantErr) {
 				return
 			}
@@ -127,6 +139,8 @@ func TestBuildRequestCapabilities(t *testing.T) {
 		{name: "block ignores fsType and mount options", claim: newClaim(volumeMode(v1.PersistentVolumeBlock)),
 			class: newClass(kv("csi.storage.k8s.io/fstype", "xfs"), "noatime"), opts: RequestOptions{DefaultFSType: "ext4"},
 			want: []*csi.VolumeCapability{blockCap(sw)}},
+		{name: "SINGLE_NODE_MULTI_WRITER from the options", claim: newClaim(modes(v1.ReadWriteOnce, v1.ReadWriteOncePod)), class: newClass(nil),
+			opts: RequestOptions{SingleNodeMultiWriter: true}, want: []*csi.VolumeCapability{mountCap(smw, ""), mountCap(ssw, "")}},
 		{name: "unknown volumeMode", claim: newClaim(volumeMode("Tape")), class: newClass(nil), wantErr: "unknown volumeMode"},
 		{name: "no access modes", claim: newClaim(modes()), class: newClass(nil), wantErr: "no access modes"},
 	}
@@ -252,7 +266,8 @@ func TestBuildRequestNoSecretsNoTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.Secrets != nil || req.AccessibilityRequirements != nil || req.VolumeContentSource != nil || len(req.Parameters) != 0 {
+	if req.Secrets != nil || req.AccessibilityRequirements != nil || req.VolumeContentSource != nil || len(req.Parameters) != 0 ||
+		req.MutableParameters != nil {
 		t.Errorf("unexpected extras: %v", req)
 	}
 }
@@ -289,6 +304,51 @@ func TestBuildRequestOwnerMark(t *testing.T) {
 			}
 			if !maps.Equal(tt.classParams, before) {
 				t.Errorf("the class parameters were changed: %v", tt.classParams)
+			}
+		})
+	}
+}
+
+// A claim's VolumeAttributesClass parameters go as mutable_parameters,
+// apart from the class's parameters and unchanged by the request's
+// additions (metadata, ownership mark).
+func TestBuildRequestMutableParameters(t *testing.T) {
+	tests := []struct {
+		name        string
+		mutable     map[string]string
+		opts        RequestOptions
+		wantMutable map[string]string
+		wantParams  map[string]string
+	}{
+		{name: "none", wantParams: kv("type", "ssd")},
+		{name: "empty", mutable: map[string]string{}, wantMutable: map[string]string{}, wantParams: kv("type", "ssd")},
+		{name: "the class's parameters", mutable: kv("iops", "3000", "type", "io2"), wantMutable: kv("iops", "3000", "type", "io2"),
+			wantParams: kv("type", "ssd")},
+		{name: "metadata and the mark go to parameters only", mutable: kv("iops", "3000"),
+			opts:        RequestOptions{ExtraCreateMetadata: true, Owner: "c1"},
+			wantMutable: kv("iops", "3000"),
+			wantParams:  kv("type", "ssd", KeyPVCName, testClaim, KeyPVCNamespace, testNS, KeyPVName, "pvc-"+testUID, OwnerKey, "Delete/c1")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.VolumeNamePrefix, tt.opts.VolumeNameUUIDLen = "pvc", -1
+			before := maps.Clone(tt.mutable)
+			req, err := BuildRequest(RequestInput{Claim: newClaim(), Class: newClass(nil), Params: ClassParams{Driver: kv("type", "ssd")},
+				Mutable: tt.mutable}, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (req.MutableParameters == nil) != (tt.wantMutable == nil) || !maps.Equal(req.MutableParameters, tt.wantMutable) {
+				t.Errorf("mutable parameters %v, want %v", req.MutableParameters, tt.wantMutable)
+			}
+			if !maps.Equal(req.Parameters, tt.wantParams) {
+				t.Errorf("parameters %v, want %v", req.Parameters, tt.wantParams)
+			}
+			if req.MutableParameters != nil {
+				req.MutableParameters["x"] = "y"
+			}
+			if !maps.Equal(tt.mutable, before) {
+				t.Errorf("the attributes class's parameters were changed: %v", tt.mutable)
 			}
 		})
 	}

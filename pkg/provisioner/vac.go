@@ -1,0 +1,103 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// Supported refuses, as external-provisioner does, a claim that this
+// provisioner cannot serve whatever its class says: one with a label
+// selector (a new volume has no labels to match), and one that names a
+// VolumeAttributesClass when the driver lacks MODIFY_VOLUME. It is pure.
+func Supported(claim *v1.PersistentVolumeClaim, modifyVolume bool) error {
+	if ptr.Deref(claim.Spec.VolumeAttributesClassName, "") != "" && !modifyVolume {
+		return errors.New("the CSI driver does not support VolumeAttributesClass: it does not report the controller capability MODIFY_VOLUME")
+	}
+	if claim.Spec.Selector != nil {
+		return errors.New("claim Selector is not supported: a provisioned volume has no labels to match it")
+	}
+	return nil
+}
+
+// MutableParameters are the parameters a VolumeAttributesClass gives a
+// CreateVolume of driver (its mutable_parameters). A class of another
+// driver is an error. It is pure.
+func MutableParameters(vac *storagev1.VolumeAttributesClass, driver string) (map[string]string, error) {
+	if vac.DriverName != driver {
+		return nil, fmt.Errorf("the VolumeAttributesClass %s is for the driver %q, not %q", vac.Name, vac.DriverName, driver)
+	}
+	return maps.Clone(vac.Parameters), nil
+}
+
+// mutableParameters reads the claim's VolumeAttributesClass, if it names
+// one. A class that does not exist (yet) is an error, which the library
+// retries with backoff, as external-provisioner does. The clean-up of a
+// deleted claim goes on without a class that is gone: it only has to find
+// the volume again.
+func (p *Provisioner) mutableParameters(ctx context.Context, claim *v1.PersistentVolumeClaim, cleanUp bool) (map[string]string, error) {
+	name := ptr.Deref(claim.Spec.VolumeAttributesClassName, "")
+	if name == "" {
+		return nil, nil
+	}
+	if p.o.VolumeAttributesClasses == nil {
+		return nil, fmt.Errorf("the claim names the VolumeAttributesClass %s, and this provisioner does not read those", name)
+	}
+	vac, err := p.o.VolumeAttributesClasses.Get(name)
+	if cleanUp && apierrors.IsNotFound(err) {
+		klog.FromContext(ctx).Info("The claim's VolumeAttributesClass is gone; repeating CreateVolume without its parameters",
+			"pvc", klog.KObj(claim), "volumeAttributesClass", name)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the VolumeAttributesClass %s: %w", name, err)
+	}
+	params, err := MutableParameters(vac, p.o.Driver.DriverName())
+	if cleanUp && err != nil {
+		klog.FromContext(ctx).Info("Repeating CreateVolume without the VolumeAttributesClass's parameters", "pvc", klog.KObj(claim), "err", err)
+		return nil, nil
+	}
+	return params, err
+}
+
+// SyncedVACs wraps the VolumeAttributesClass lister so that it answers
+// with an error until its informer has synced. The provisioner does not
+// wait for that informer at start: external-provisioner's RBAC has no
+// rule for volumeattributesclasses (it reads one with a GET, per claim),
+// and with that RBAC the informer never syncs. Then only the claims that
+// name a class fail, with this error, instead of the whole provisioner
+// waiting for ever.
+func SyncedVACs(l storagelisters.VolumeAttributesClassLister, synced cache.InformerSynced) storagelisters.VolumeAttributesClassLister {
+	return syncedVACs{l, synced}
+}
+
+type syncedVACs struct {
+	storagelisters.VolumeAttributesClassLister
+	synced cache.InformerSynced
+}
+
+var errVACsNotSynced = errors.New("the VolumeAttributesClass cache has not synced yet (the provisioner needs to list and watch volumeattributesclasses)")
+
+func (s syncedVACs) Get(name string) (*storagev1.VolumeAttributesClass, error) {
+	if !s.synced() {
+		return nil, errVACsNotSynced
+	}
+	return s.VolumeAttributesClassLister.Get(name)
+}
+
+func (s syncedVACs) List(selector labels.Selector) ([]*storagev1.VolumeAttributesClass, error) {
+	if !s.synced() {
+		return nil, errVACsNotSynced
+	}
+	return s.VolumeAttributesClassLister.List(selector)
+}
