@@ -29,6 +29,7 @@ import (
 
 	"github.com/tether-csi/tether/pkg/capacity"
 	tcsi "github.com/tether-csi/tether/pkg/csi"
+	"github.com/tether-csi/tether/pkg/migration"
 	"github.com/tether-csi/tether/pkg/provisioner"
 	"github.com/tether-csi/tether/pkg/server"
 )
@@ -140,6 +141,11 @@ func run(ctx context.Context, o options) error {
 		vacInf := factory.Storage().V1().VolumeAttributesClasses()
 		popts.VolumeAttributesClasses = provisioner.SyncedVACs(vacInf.Lister(), vacInf.Informer().HasSynced)
 	}
+	// A driver that takes over an in-tree plugin (CSI migration) also
+	// provisions the claims of that plugin's classes, as EP does.
+	if inTree, ok := migration.InTreeFor(driver); ok {
+		popts.MigratedFrom = inTree
+	}
 	managedBy := "tether-provisioner"
 	if o.nodeDeployment {
 		o.node.NodeName = os.Getenv("NODE_NAME")
@@ -198,6 +204,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	static, err := prov.NewStatic(provisioner.StaticOptions{Volumes: volumeInf.Informer(),
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax)})
+	if err != nil {
+		return err
+	}
 	var cloneProtection *provisioner.CloneProtection
 	if caps.Clone {
 		cloneProtection, err = provisioner.NewCloneProtection(provisioner.CloneProtectionOptions{Client: client, Claims: claimInf.Informer(),
@@ -211,9 +222,7 @@ func run(ctx context.Context, o options) error {
 		libmetrics.M.PersistentVolumeDeleteFailedTotal, libmetrics.M.PersistentVolumeDeleteDurationSeconds} {
 		reg.MustRegister(c)
 	}
-	// The library's PV finalizer Updates go out as patches: EP's ClusterRole
-	// grants patch, not update, on PVs.
-	lib := controller.NewProvisionController(provisioner.PatchFinalizerClient(client), driver, prov,
+	libOpts := []func(*controller.ProvisionController) error{
 		controller.LeaderElection(false), // ours is below, on a Lease
 		controller.Threadiness(int(o.workers)),
 		controller.RateLimiter(workqueue.NewTypedItemExponentialFailureRateLimiter[any](o.retryStart, o.retryMax)),
@@ -227,7 +236,13 @@ func run(ctx context.Context, o options) error {
 		controller.ClassesInformer(classInf.Informer()),
 		controller.NodesLister(provisioner.SelectedNodes(nodeInf.Lister())),
 		controller.AddFinalizer(true),
-	)
+	}
+	if popts.MigratedFrom != "" {
+		libOpts = append(libOpts, controller.AdditionalProvisionerNames([]string{popts.MigratedFrom}))
+	}
+	// The library's PV finalizer Updates go out as patches: EP's ClusterRole
+	// grants patch, not update, on PVs.
+	lib := controller.NewProvisionController(provisioner.PatchFinalizerClient(client), driver, prov, libOpts...)
 	if o.leader.Name == "" {
 		// As external-provisioner: the lease is named after the driver; in
 		// node-deployment mode, after the driver and the node, so that the
@@ -246,6 +261,7 @@ func run(ctx context.Context, o options) error {
 		}
 		go lib.Run(ctx) // it never returns; the process ends with ctx
 		go inflight.Run(ctx, 4)
+		go static.Run(ctx, 2)
 		if cloneProtection != nil {
 			go cloneProtection.Run(ctx, int(o.compat.cloningThreads))
 		}

@@ -132,6 +132,11 @@ func nodeMode(node string) envOpt {
 		o.Node = &NodeDeployment{NodeName: node, BaseDelay: time.Second, MaxDelay: time.Second}
 	}
 }
+func immediateBinding() envOpt {
+	return func(o *Options) {
+		o.Node.ImmediateBinding, o.Node.BaseDelay, o.Node.MaxDelay = true, time.Hour, time.Hour
+	}
+}
 func uuidLen(n int) envOpt { return func(o *Options) { o.Request.VolumeNameUUIDLen = n } }
 func cloning() envOpt      { return func(o *Options) { o.Clone = true } }
 func newEnv(t *testing.T, opts ...envOpt) *env {

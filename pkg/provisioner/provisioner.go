@@ -19,6 +19,8 @@ import (
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
+
+	"github.com/tether-csi/tether/pkg/migration"
 )
 
 // Driver is the part of a CSI connection the provisioner uses.
@@ -48,6 +50,11 @@ type Options struct {
 	Node *NodeDeployment
 	// Identity goes into every PV's volume attributes.
 	Identity string
+	// MigratedFrom is the in-tree plugin this driver takes over under CSI
+	// migration (kubernetes.io/aws-ebs for ebs.csi.aws.com), "" for none:
+	// claims of its classes are provisioned with translated parameters and
+	// saved as in-tree PVs, as external-provisioner does.
+	MigratedFrom string
 	// Changed, if set, is called with the PV after a volume was created or
 	// deleted (the capacity publisher refreshes its class and segments then).
 	Changed func(*v1.PersistentVolume)
@@ -112,7 +119,7 @@ func (p *Provisioner) SupportsBlock(context.Context) bool { return true }
 // ShouldProvision skips claims that are being deleted (the in-flight
 // reconciler owns those) and, in node-deployment mode, claims of other nodes.
 func (p *Provisioner) ShouldProvision(ctx context.Context, claim *v1.PersistentVolumeClaim) bool {
-	if claim.DeletionTimestamp != nil {
+	if claim.DeletionTimestamp != nil || !p.forDriver(claim) {
 		return false
 	}
 	if p.o.Node != nil {
@@ -121,10 +128,26 @@ func (p *Provisioner) ShouldProvision(ctx context.Context, claim *v1.PersistentV
 	return true
 }
 
+// forDriver reports whether a claim is for this driver: its
+// storage-provisioner annotation (or the beta one) or, under CSI migration,
+// its pv.kubernetes.io/migrated-to names the driver, as in
+// external-provisioner. The library asks ShouldProvision before it looks
+// at the annotation itself, so without this a node-deployment provisioner
+// would try to own other provisioners' claims (found by the
+// kubectl-tether test: static claims got a selected node).
+func (p *Provisioner) forDriver(claim *v1.PersistentVolumeClaim) bool {
+	driver := p.o.Driver.DriverName()
+	provisioner, ok := claim.Annotations[storagehelpers.AnnStorageProvisioner]
+	if !ok {
+		provisioner = claim.Annotations[storagehelpers.AnnBetaStorageProvisioner]
+	}
+	return provisioner == driver || claim.Annotations[storagehelpers.AnnMigratedTo] == driver
+}
+
 // ShouldDelete takes only the PVs of this provisioner's driver and, in
 // node-deployment mode, only those on its node.
-func (p *Provisioner) ShouldDelete(_ context.Context, pv *v1.PersistentVolume) bool {
-	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.o.Driver.DriverName() {
+func (p *Provisioner) ShouldDelete(ctx context.Context, pv *v1.PersistentVolume) bool {
+	if pv, err := p.csiVolume(ctx, pv); err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.o.Driver.DriverName() {
 		return false
 	}
 	return p.o.Node == nil || p.onOwnNode(pv)
@@ -148,6 +171,11 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	if err := p.nameFree(name, claim); err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
+	class, migrated, err := p.csiClass(ctx, po.StorageClass)
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	po.StorageClass = class
 	prep, err := p.prepare(ctx, prepareInput{Claim: claim, Class: po.StorageClass, Node: po.SelectedNode, Name: name})
 	if err != nil {
 		return nil, prepareState(err), err
@@ -182,6 +210,10 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 		ReclaimPolicy: reclaimPolicy(po.StorageClass), MountOptions: po.StorageClass.MountOptions,
 		FSType: fsTypeFor(prep.params, p.o.Request.DefaultFSType), Secrets: prep.secretRefs,
 	})
+	if err == nil && migrated {
+		// As external-provisioner: a migrated claim gets an in-tree PV.
+		pv, err = migration.ToInTree(pv)
+	}
 	if err != nil {
 		// A volume exists that we cannot describe: delete it (the in-flight
 		// record stays until the driver confirms).
@@ -197,7 +229,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	// The library saves the PV after this returns; the reconciler waits for
 	// that save before it takes a deleted claim's volume for unsaved.
 	p.handoffs.add(claim.UID, p.now())
-	logger.V(2).Info("Volume created", "volume", pv.Name, "handle", pv.Spec.CSI.VolumeHandle)
+	logger.V(2).Info("Volume created", "volume", pv.Name, "handle", resp.GetVolume().GetVolumeId())
 	p.changed(pv)
 	return pv, controller.ProvisioningFinished, nil
 }
@@ -432,6 +464,10 @@ func driverKeys(cn *storagev1.CSINode, driver string) ([]string, bool) {
 // removes the PV's finalizer. It refuses while a VolumeAttachment still
 // names the PV.
 func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
+	pv, err := p.csiVolume(ctx, pv)
+	if err != nil {
+		return err
+	}
 	if pv.Spec.CSI == nil {
 		return &controller.IgnoredError{Reason: "not a CSI volume"}
 	}

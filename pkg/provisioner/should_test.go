@@ -1,0 +1,61 @@
+package provisioner
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+)
+
+func TestShouldProvision(t *testing.T) {
+	forDriver := claimAnn(storagehelpers.AnnStorageProvisioner, driverNm)
+	tests := []struct {
+		name  string
+		opts  []envOpt
+		claim *v1.PersistentVolumeClaim
+		want  bool
+	}{
+		{"a claim for the driver", nil, newClaim(forDriver), true},
+		{"the beta annotation", nil, newClaim(claimAnn(storagehelpers.AnnBetaStorageProvisioner, driverNm)), true},
+		{"migrated to the driver", nil, newClaim(claimAnn(storagehelpers.AnnStorageProvisioner, "kubernetes.io/aws-ebs"), claimAnn(storagehelpers.AnnMigratedTo, driverNm)), true},
+		{"another provisioner's claim", nil, newClaim(claimAnn(storagehelpers.AnnStorageProvisioner, "other.csi")), false},
+		{"no provisioner annotation (a static class)", nil, newClaim(), false},
+		{"being deleted", nil, newClaim(forDriver, func(c *v1.PersistentVolumeClaim) { now := metav1.Now(); c.DeletionTimestamp = &now }), false},
+		{"node mode: this node's claim", []envOpt{nodeMode("node-1")}, newClaim(forDriver, claimAnn(storagehelpers.AnnSelectedNode, "node-1")), true},
+		{"node mode: another node's claim", []envOpt{nodeMode("node-1")}, newClaim(forDriver, claimAnn(storagehelpers.AnnSelectedNode, "node-2")), false},
+		// The bug: node-mode provisioners set selected-node on claims of
+		// other provisioners (here: none) of Immediate classes.
+		{"node mode: an Immediate claim of another provisioner is not owned", []envOpt{nodeMode("node-1"), immediateBinding()}, newClaim(), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, tt.opts...)
+			claim := e.createClaim(tt.claim)
+			if got := e.p.ShouldProvision(e.ctx, claim); got != tt.want {
+				t.Errorf("ShouldProvision = %v, want %v", got, tt.want)
+			}
+			// An ownership attempt is scheduled synchronously: none may be.
+			e.p.owners.mu.Lock()
+			defer e.p.owners.mu.Unlock()
+			if e.p.owners.pending[string(claim.UID)] {
+				t.Error("an attempt to own the claim (set its selected node) was scheduled")
+			}
+		})
+	}
+}
+
+// With a claim for the driver, the same node-mode provisioner does try to
+// own it (the row above is not vacuous).
+func TestShouldProvisionOwnsImmediateClaims(t *testing.T) {
+	e := newEnv(t, nodeMode("node-1"), immediateBinding())
+	claim := e.createClaim(newClaim(claimAnn(storagehelpers.AnnStorageProvisioner, driverNm)))
+	if e.p.ShouldProvision(e.ctx, claim) {
+		t.Error("ShouldProvision before the claim is owned")
+	}
+	e.p.owners.mu.Lock()
+	defer e.p.owners.mu.Unlock()
+	if !e.p.owners.pending[string(claim.UID)] {
+		t.Error("no attempt to own an Immediate claim of the driver")
+	}
+}
