@@ -110,9 +110,18 @@ func BuildPV(resp *csi.CreateVolumeResponse, in PVInput) (*v1.PersistentVolume, 
 	if policy == v1.PersistentVolumeReclaimDelete {
 		pv.Finalizers = []string{storagehelpers.PVDeletionProtectionFinalizer}
 	}
-	if ref := in.Secrets[ProvisionerSecret]; ref != nil {
-		pv.Annotations[AnnDeletionSecretName] = ref.Name
-		pv.Annotations[AnnDeletionSecretNamespace] = ref.Namespace
+	// As external-provisioner: the deletion secret's annotations are always
+	// written, empty for none (so that deletion does not read the class
+	// again), and the modify secret's when the class names one.
+	deletion := in.Secrets[ProvisionerSecret]
+	if deletion == nil {
+		deletion = &v1.SecretReference{}
+	}
+	pv.Annotations[AnnDeletionSecretName] = deletion.Name
+	pv.Annotations[AnnDeletionSecretNamespace] = deletion.Namespace
+	if ref := in.Secrets[ControllerModifySecret]; ref != nil {
+		pv.Annotations[AnnModifySecretName] = ref.Name
+		pv.Annotations[AnnModifySecretNamespace] = ref.Namespace
 	}
 	return pv, nil
 }

@@ -68,7 +68,7 @@ func TestBuildPV(t *testing.T) {
 	if !slices.Equal(pv.Finalizers, []string{"external-provisioner.volume.kubernetes.io/finalizer"}) {
 		t.Errorf("finalizers %v", pv.Finalizers)
 	}
-	if want := kv("pv.kubernetes.io/provisioned-by", driverNm); !maps.Equal(pv.Annotations, want) {
+	if want := kv("pv.kubernetes.io/provisioned-by", driverNm, AnnDeletionSecretName, "", AnnDeletionSecretNamespace, ""); !maps.Equal(pv.Annotations, want) {
 		t.Errorf("annotations %v, want %v", pv.Annotations, want)
 	}
 	if src.ControllerPublishSecretRef != nil || src.NodeStageSecretRef != nil || src.NodePublishSecretRef != nil ||
@@ -161,12 +161,20 @@ func TestBuildPVVariants(t *testing.T) {
 					t.Errorf("annotations %v", pv.Annotations)
 				}
 			}},
-		{name: "no provisioner secret: no deletion annotations", claim: newClaim(), resp: volumeResp("v", 0),
+		{name: "a controller-modify secret: its annotations, as EP writes them", claim: newClaim(), resp: volumeResp("v", 0),
+			edit: func(in *PVInput) { in.Secrets = map[SecretKind]*v1.SecretReference{ControllerModifySecret: ref("cm")} },
+			check: func(t *testing.T, pv *v1.PersistentVolume) {
+				if pv.Annotations[AnnModifySecretName] != "cm" || pv.Annotations[AnnModifySecretNamespace] != "secrets" {
+					t.Errorf("annotations %v", pv.Annotations)
+				}
+			}},
+		{name: "no provisioner secret: empty deletion annotations, as EP writes them", claim: newClaim(), resp: volumeResp("v", 0),
 			edit: func(in *PVInput) { in.Secrets = map[SecretKind]*v1.SecretReference{NodeStageSecret: ref("ns")} },
 			check: func(t *testing.T, pv *v1.PersistentVolume) {
-				_, hasName := pv.Annotations[AnnDeletionSecretName]
-				_, hasNS := pv.Annotations[AnnDeletionSecretNamespace]
-				if hasName || hasNS || pv.Spec.CSI.NodeStageSecretRef.Name != "ns" {
+				name, hasName := pv.Annotations[AnnDeletionSecretName]
+				ns, hasNS := pv.Annotations[AnnDeletionSecretNamespace]
+				_, hasModify := pv.Annotations[AnnModifySecretName]
+				if !hasName || !hasNS || name != "" || ns != "" || hasModify || pv.Spec.CSI.NodeStageSecretRef.Name != "ns" {
 					t.Errorf("annotations %v, node stage ref %v", pv.Annotations, pv.Spec.CSI.NodeStageSecretRef)
 				}
 			}},

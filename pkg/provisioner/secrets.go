@@ -19,6 +19,11 @@ import (
 const (
 	AnnDeletionSecretName      = "volume.kubernetes.io/provisioner-deletion-secret-name"
 	AnnDeletionSecretNamespace = "volume.kubernetes.io/provisioner-deletion-secret-namespace"
+	// AnnModifySecretName and AnnModifySecretNamespace name the class's
+	// controller-modify secret on the PV, for the resizer's
+	// ControllerModifyVolume (as external-provisioner writes them).
+	AnnModifySecretName      = "volume.kubernetes.io/controller-modify-secret-name"
+	AnnModifySecretNamespace = "volume.kubernetes.io/controller-modify-secret-namespace"
 )
 
 // DeletionSecretRef is the secret a PV's DeleteVolume carries, decided as
