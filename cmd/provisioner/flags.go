@@ -42,6 +42,7 @@ type options struct {
 	capacityOwnerLevel            int
 	orphans                       provisioner.SweepOptions
 	clusterID                     string
+	handBack                      bool
 	compat                        compatOptions
 }
 
@@ -139,6 +140,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar((*string)(&o.orphans.Policy), "orphan-policy", string(o.orphans.Policy), "What the orphan sweep does with a backend volume that has our name prefix but no PV and no in-flight claim: report (a metric and an event) or delete.")
 	fs.DurationVar(&o.orphans.Interval, "orphan-sweep-interval", o.orphans.Interval, "How often the orphan sweep lists the driver's volumes (when it has LIST_VOLUMES); 0 turns it off.")
 	fs.DurationVar(&o.orphans.MinAge, "orphan-min-age", o.orphans.MinAge, "With --orphan-policy=delete, how long a volume must have been seen orphaned before it is deleted.")
+	fs.BoolVar(&o.handBack, "hand-back", false, "Run once before switching back to external-provisioner and KCM's binder: drop every in-flight record whose PV is saved, clean up the volumes of deleted claims, list the claims still waiting for a volume (exit status 3 while any is left), and exit.")
 	fs.StringVar(&o.clusterID, "cluster-id", "", "With --orphan-policy=delete, this cluster's ID in the ownership mark (the "+provisioner.OwnerKey+" CreateVolume parameter) that new volumes get and that the sweep deletes by; empty is the UID of the kube-system namespace.")
 	addCompatFlags(fs, &o.compat)
 	return fs

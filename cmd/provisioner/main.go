@@ -61,7 +61,7 @@ func main() {
 	if err := run(ctx, o); err != nil {
 		klog.FromContext(ctx).Error(err, "Provisioner failed")
 		klog.Flush()
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 	klog.Flush()
 }
@@ -252,6 +252,10 @@ func run(ctx context.Context, o options) error {
 			lease += "-" + o.node.NodeName
 		}
 		o.leader.Name = strings.Trim(nonName.ReplaceAllString(strings.ToLower(lease), "-"), "-")
+	}
+	if o.handBack {
+		return handBack(ctx, factory, inflight, claimInf.Informer().HasSynced, volumeInf.Informer().HasSynced,
+			classInf.Informer().HasSynced, nodeInf.Informer().HasSynced, csiNodeInf.Informer().HasSynced, vaInf.Informer().HasSynced)
 	}
 	err = server.RunElected(ctx, client, o.leader, health, func(ctx context.Context) error {
 		factory.Start(ctx.Done())

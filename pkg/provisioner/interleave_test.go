@@ -391,3 +391,25 @@ func TestInterleavings(t *testing.T) {
 		})
 	}
 }
+
+// Switching back to the upstream pair: records whose PV is saved go at
+// once; a claim still waiting for its volume is named and keeps its record.
+func TestHandBack(t *testing.T) {
+	e := newEnv(t)
+	e.createClaim(newClaim())
+	e.savePV(e.mustProvision()) // saved, not yet bound
+	waiting := newClaim(func(c *v1.PersistentVolumeClaim) {
+		c.Name, c.UID = "waiting", types.UID("11111111-2222-3333-4444-555555555555")
+		inflight.Record(c, driverNm, "pvc-"+string(c.UID))
+	})
+	e.createClaim(waiting)
+	e.refresh()
+	left, err := e.r.HandBack(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(left, []string{testNS + "/waiting"}) {
+		t.Errorf("claims left holding the record: %v, want only %s/waiting", left, testNS)
+	}
+	e.check(want{volumes: []string{testVolume}})
+}

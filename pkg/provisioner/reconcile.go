@@ -39,9 +39,10 @@ type InFlightOptions struct {
 // external-provisioner's leak when it restarts mid-CreateVolume (EP#486)
 // and its create/delete race (EP#1469).
 type InFlight struct {
-	p     *Provisioner
-	o     InFlightOptions
-	queue workqueue.TypedRateLimitingInterface[string]
+	p        *Provisioner
+	o        InFlightOptions
+	queue    workqueue.TypedRateLimitingInterface[string]
+	handBack bool
 }
 
 // NewInFlight wires the reconciler to the informers.
@@ -118,7 +119,7 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx).WithValues("pvc", klog.KObj(claim))
 	ctx = klog.NewContext(ctx, logger)
 	in := settleInput{Claim: claim, Volume: p.recordedVolume(claim), Owns: p.ownsVolumeOf(claim),
-		HandedOff: p.handoffs.get(claim.UID), Now: p.now()}
+		HandedOff: p.handoffs.get(claim.UID), Now: p.now(), HandBack: r.handBack}
 	if in.PV, err = r.volumeNamed(ctx, in.Volume, claim); err != nil {
 		return err
 	}
@@ -155,6 +156,32 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 	}
 	p.handoffs.done(claim.UID)
 	return nil
+}
+
+// HandBack settles every in-flight record it can, once, for a switch back
+// to external-provisioner and KCM's binder, which do not know the record:
+// records whose PV is saved go at once, deleted claims' volumes are cleaned
+// up, and the claims still waiting for their volume are returned (run it
+// again once the upstream pair has provisioned them). Call it with the
+// informers synced and nothing else running the reconciler.
+func (r *InFlight) HandBack(ctx context.Context) ([]string, error) {
+	r.handBack = true
+	var left []string
+	for _, obj := range r.o.Claims.GetStore().List() {
+		claim, ok := obj.(*v1.PersistentVolumeClaim)
+		if !ok || !inflight.Holds(claim) {
+			continue
+		}
+		key := claim.Namespace + "/" + claim.Name
+		if err := r.sync(ctx, key); err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		if fresh, err := r.p.o.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{}); err == nil &&
+			fresh.UID == claim.UID && inflight.Holds(fresh) {
+			left = append(left, key)
+		}
+	}
+	return left, nil
 }
 
 // volumeNamed returns the PV of a name, whatever its claim, or nil. When

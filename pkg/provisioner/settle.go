@@ -48,6 +48,9 @@ type settleInput struct {
 	// the claim's selected node is deleted.
 	Owns, NodeGone bool
 	Now            time.Time
+	// HandBack: the upstream pair takes over (provisioner --hand-back): a
+	// record whose PV is saved goes at once, not after the binder's grace.
+	HandBack bool
 }
 
 // settleStep is the decision.
@@ -77,7 +80,7 @@ func decideSettle(in settleInput) settleStep {
 			// clears the UID of a released Retain PV): the volume is tracked.
 			return settleStep{Op: settleForget}
 		}
-		if wait := settleWait(claim, pv, in.Now); wait > 0 {
+		if wait := settleWait(claim, pv, in.Now); wait > 0 && !in.HandBack {
 			return settleStep{Op: settleWaitFor, Wait: wait}
 		}
 		return settleStep{Op: settleForget}

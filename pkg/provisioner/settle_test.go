@@ -12,6 +12,7 @@ import (
 func TestDecideSettle(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	deleted := func(c *v1.PersistentVolumeClaim) { ts := metav1.NewTime(now); c.DeletionTimestamp = &ts }
+	hand := claimAnn("hand-back", "yes")
 	boundTo := func(name string) claimOpt { return func(c *v1.PersistentVolumeClaim) { c.Spec.VolumeName = name } }
 	// pv is the PV of the record's name, pre-bound to the claim UID uid
 	// (none when empty), made age ago.
@@ -45,10 +46,12 @@ func TestDecideSettle(t *testing.T) {
 		{"no PV, claim deleted, no hand-off: clean up", newClaim(deleted), nil, 0, true, false, settleStep{Op: settleCleanUp}},
 		{"no PV, claim deleted, another node's volume", newClaim(deleted), nil, 0, false, false, settleStep{Op: settleKeep}},
 		{"no PV, claim deleted, its node is gone", newClaim(deleted), nil, 0, false, true, settleStep{Op: settleNodeGone}},
+		{"hand-back: saved PV, claim not bound yet: dropped at once", newClaim(hand), pv(own, time.Second), 0, true, false, settleStep{Op: settleForget}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := settleInput{Claim: tt.claim, Volume: testVolume, PV: tt.pv, Owns: tt.owns, NodeGone: tt.nodeGone, Now: now}
+			in := settleInput{Claim: tt.claim, Volume: testVolume, PV: tt.pv, Owns: tt.owns, NodeGone: tt.nodeGone, Now: now,
+				HandBack: tt.claim.Annotations["hand-back"] == "yes"}
 			if tt.handedOff > 0 {
 				in.HandedOff = now.Add(-tt.handedOff)
 			}

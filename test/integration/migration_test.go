@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"slices"
 	"sort"
 	"testing"
@@ -190,6 +191,45 @@ func (w *migrationWorld) bound(claims map[string]string) map[string]string {
 	return pvs
 }
 
+// handBack leaves a claim provisioned by tether but not yet bound (its
+// binder stopped first), so that it holds the in-flight record, then stops
+// tether and runs `provisioner --hand-back`, which must drop the record and
+// exit 0. It returns the claim's PV name.
+func (w *migrationWorld) handBack() string {
+	w.t.Helper()
+	t, c := w.t, w.c
+	w.tether[1].Stop(10 * time.Second) // the binder
+	cl := claim("handback", "csi-delete", "1Gi")
+	cl.Annotations = map[string]string{storagehelpers.AnnStorageProvisioner: ebsDriver, storagehelpers.AnnBetaStorageProvisioner: ebsDriver}
+	cl = mustCreate(t, c.Client.CoreV1().PersistentVolumeClaims("default").Create, cl)
+	var pvName string
+	eventually(t, "a PV for the claim handed back", func(ctx context.Context) (bool, error) {
+		pvs, err := c.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, pv := range pvs.Items {
+			if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == cl.UID {
+				pvName = pv.Name
+			}
+		}
+		return pvName != "", nil
+	})
+	if !inflight.Holds(getClaim(t, c.Client, "handback")) {
+		t.Fatal("the claim handed back holds no in-flight record: the test proves nothing")
+	}
+	w.stopTether()
+	out, err := exec.CommandContext(t.Context(), cluster.BuildBinary(t, "./cmd/provisioner"), "--kubeconfig="+c.Kubeconfig,
+		"--csi-address="+w.mock.Socket, "--hand-back").CombinedOutput()
+	if err != nil {
+		t.Fatalf("provisioner --hand-back: %v\n%s", err, out)
+	}
+	if inflight.Holds(getClaim(t, c.Client, "handback")) {
+		t.Fatalf("--hand-back left the in-flight record:\n%s", out)
+	}
+	return pvName
+}
+
 // TestMigrationBothWays is the brownfield switch: external-provisioner
 // v6.3.0 and KCM's binder provision and bind a mix of volumes; tether takes
 // over and deletes, binds, provisions and releases them; then the upstream
@@ -240,13 +280,17 @@ func TestMigrationBothWays(t *testing.T) {
 	waitVolumePhase(t, c.Client, up["up-retain"], corev1.VolumeReleased)
 	waitVolumePhase(t, c.Client, "static-retain", corev1.VolumeReleased)
 	afterTether := w.accounted("tether")
+	handed := w.handBack()
 	w.stopTether()
 
 	// 3. The way back: the upstream pair takes over what tether made.
 	w.startUpstream()
 	back := w.bound(map[string]string{"back-delete": "csi-delete"})
-	w.deleteClaims("tether-delete", "tether-gp2", "back-delete")
-	w.waitPVGone(mine["tether-delete"], mine["tether-gp2"], back["back-delete"])
+	if got := waitClaimBound(t, c.Client, "handback").Spec.VolumeName; got != handed {
+		t.Errorf("the claim handed back bound to %s, want its own PV %s", got, handed)
+	}
+	w.deleteClaims("tether-delete", "tether-gp2", "back-delete", "handback")
+	w.waitPVGone(mine["tether-delete"], mine["tether-gp2"], back["back-delete"], handed)
 	w.deleteClaims("tether-retain")
 	waitVolumePhase(t, c.Client, mine["tether-retain"], corev1.VolumeReleased)
 	afterBack := w.accounted("back")
@@ -266,7 +310,7 @@ func TestMigrationBothWays(t *testing.T) {
 	}
 	t.Logf("migration: upstream made and bound 6 (4 dynamic, gp2 through CSI migration among them, 2 static CSI); "+
 		"tether provisioned and bound 3, deleted 4 of the upstream's (dynamic with empty deletion-secret annotations, with a real secret, gp2, static CSI Delete) "+
-		"and released 2 Retain; then the upstream pair provisioned 1 and deleted 3 (2 of tether's, gp2 among them) and released tether's Retain one; "+
+		"and released 2 Retain; --hand-back dropped the record of 1 claim provisioned but not bound; then the upstream pair bound it,  provisioned 1 and deleted 4 (3 of tether's, gp2 among them) and released tether's Retain one; "+
 		"backend volumes, each tracked by a PV, after each step: %d, %d, %d; leaked 0, wrongly deleted 0", madeUpstream, afterTether, afterBack)
 }
 
