@@ -28,6 +28,10 @@ type Options struct {
 	Scheduler bool
 	// APIServerArgs are extra kube-apiserver flags, by name without dashes.
 	APIServerArgs map[string][]string
+	// RealNodes serves the API server on the host's address (pods of real
+	// nodes reach it there; its certificate covers it) with the flags real
+	// nodes need (RealNodeArgs). See StartRealNode.
+	RealNodes bool
 }
 
 // Cluster is a running control plane.
@@ -68,6 +72,14 @@ func Start(t T, opts Options) *Cluster {
 	api := env.ControlPlane.GetAPIServer()
 	for name, values := range opts.APIServerArgs {
 		api.Configure().Set(name, values...)
+	}
+	if opts.RealNodes {
+		if api.SecureServing.Address, api.SecureServing.Port, err = apiHostPort(); err != nil {
+			t.Fatal(err)
+		}
+		for name, values := range RealNodeArgs {
+			api.Configure().Set(name, values...)
+		}
 	}
 	if _, err := env.Start(); err != nil {
 		_ = env.Stop()
