@@ -113,13 +113,18 @@ func (c *Controller) selectedNodeLabels(claim *v1.PersistentVolumeClaim) map[str
 	return node.Labels
 }
 
-// defaultClass picks the default StorageClass as kube-controller-manager
-// does: of several, the newest, then the first by name.
+// defaultClass picks the default StorageClass (DefaultClass).
 func (c *Controller) defaultClass() string {
 	classes, err := c.classLister.List(labels.Everything())
 	if err != nil {
 		return ""
 	}
+	return DefaultClass(classes)
+}
+
+// DefaultClass picks the default StorageClass as kube-controller-manager
+// does: of several, the newest, then the first by name; "" for none.
+func DefaultClass(classes []*storagev1.StorageClass) string {
 	var best *storagev1.StorageClass
 	for _, sc := range classes {
 		if sc.Annotations[isDefaultClassAnnotation] != "true" &&

@@ -100,7 +100,7 @@ var causeOrder = []binder.MismatchReason{binder.MismatchClaimed, binder.Mismatch
 func (w *world) staticCause(cands []Candidate, onceScheduled string) *Cause {
 	c := w.needs
 	switch {
-	case c.Class == "" && defaultClass(w.in.Classes) == "" && !w.volumesKnown:
+	case c.Class == "" && binder.DefaultClass(w.in.Classes) == "" && !w.volumesKnown:
 		return &Cause{Reason: CauseUnknown, Message: "the claim has no class and persistentvolumes could not be read"}
 	case c.Class != "" && w.class == nil && w.classKnown:
 		return &Cause{Reason: CauseClassNotFound, Message: fmt.Sprintf("StorageClass %q does not exist", c.Class),

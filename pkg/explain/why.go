@@ -140,7 +140,7 @@ func (in Input) unreadable(resource string) bool {
 
 func (w *world) claimInput(needsErr error) binder.ClaimInput {
 	ci := binder.ClaimInput{Claim: w.claim, Needs: w.needs, NeedsErr: needsErr, Class: w.class,
-		DefaultClass: defaultClass(w.in.Classes), Waited: w.in.Now.Sub(w.claim.CreationTimestamp.Time)}
+		DefaultClass: binder.DefaultClass(w.in.Classes), Waited: w.in.Now.Sub(w.claim.CreationTimestamp.Time)}
 	if name := w.claim.Spec.VolumeName; name != "" {
 		ci.Volume = w.volume(name)
 	} else if needsErr == nil && !binder.BindCompleted(w.claim) {
@@ -179,26 +179,6 @@ func (w *world) bestMatch(q binder.MatchQuery) *v1.PersistentVolume {
 		ix.Upsert(pv)
 	}
 	return ix.Reserve(q)
-}
-
-// defaultClass is the default StorageClass as the binder picks it: of
-// several, the newest, then the first by name.
-func defaultClass(classes []*storagev1.StorageClass) string {
-	var best *storagev1.StorageClass
-	for _, sc := range classes {
-		if sc.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" &&
-			sc.Annotations["storageclass.beta.kubernetes.io/is-default-class"] != "true" {
-			continue
-		}
-		if best == nil || sc.CreationTimestamp.After(best.CreationTimestamp.Time) ||
-			(sc.CreationTimestamp.Equal(&best.CreationTimestamp) && sc.Name < best.Name) {
-			best = sc
-		}
-	}
-	if best == nil {
-		return ""
-	}
-	return best.Name
 }
 
 func describeDecision(d binder.ClaimDecision) string {
