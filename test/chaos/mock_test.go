@@ -1,9 +1,6 @@
 package chaos
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/tether-csi/tether/test/cluster"
@@ -18,28 +15,16 @@ const mockDriver = "mock.csi.tether.dev"
 // (centralised, leader election on a Lease). The mock keeps its volumes in
 // memory, so the run never kills it, only its provisioners.
 type mock struct {
-	socket       string
-	driver       *cluster.Process
+	*cluster.MockDriver
 	provisioners []*cluster.Process
 }
 
 func startMock(t *testing.T, c *cluster.Cluster, kubeconfig string) *mock {
 	t.Helper()
-	path, err := cluster.Tool("mock-driver")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "tether-mock") // socket paths must be short
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	m := &mock{socket: filepath.Join(dir, "csi.sock")}
-	m.driver = c.Run(t, cluster.ProcessOptions{Name: "mock-driver", Path: path, Args: []string{"-name=" + mockDriver, "-v=5"},
-		Env: []string{"CSI_ENDPOINT=unix://" + m.socket}})
+	m := &mock{MockDriver: cluster.StartMockDriver(t, c, mockDriver, "")}
 	prov := cluster.BuildBinary(t, "./cmd/provisioner")
 	for r := range 2 {
-		args := []string{"--kubeconfig=" + kubeconfig, "--csi-address=" + m.socket,
+		args := []string{"--kubeconfig=" + kubeconfig, "--csi-address=" + m.Socket,
 			"--leader-election=true", "--leader-election-namespace=" + ns, "--leader-election-lease-duration=4s",
 			"--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms",
 			"--retry-interval-start=200ms", "--retry-interval-max=5s", "-v=4"}
@@ -47,21 +32,4 @@ func startMock(t *testing.T, c *cluster.Cluster, kubeconfig string) *mock {
 			Path: prov, Args: args}))
 	}
 	return m
-}
-
-// volumes lists the IDs of the mock's volumes made for claims (it also
-// lists three of its own, which are left out).
-func (m *mock) volumes(t *testing.T) []string {
-	t.Helper()
-	vols, err := cluster.DriverVolumes(t.Context(), m.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, v := range vols {
-		if strings.HasPrefix(v.GetVolumeContext()["name"], "pvc-") {
-			ids = append(ids, v.GetVolumeId())
-		}
-	}
-	return ids
 }

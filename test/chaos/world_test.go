@@ -354,7 +354,7 @@ func (w *world) check(stuck []string) string {
 			backend[cluster.LocalDriver+"/"+id] = node.Name
 		}
 	}
-	for _, id := range w.mock.volumes(t) {
+	for _, id := range w.mock.Volumes(t) {
 		backend[mockDriver+"/"+id] = "mock"
 	}
 	// What PVs track: a Bound PV, or a Released PV with Retain (kept).
@@ -411,7 +411,7 @@ func (w *world) check(stuck []string) string {
 
 	// Every CreateVolume name was prefix-<UID> of a claim that existed.
 	strangers := 0
-	logs := []string{w.mock.driver.LogPath}
+	logs := []string{w.mock.Proc.LogPath}
 	for _, node := range w.stack.Nodes {
 		logs = append(logs, node.Driver.LogPath)
 	}

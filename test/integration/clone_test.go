@@ -166,7 +166,7 @@ func TestClones(t *testing.T) {
 					handles = append(handles, pv.Spec.CSI.VolumeHandle)
 				}
 			}
-			for _, id := range mock.volumes(t) {
+			for _, id := range mock.Volumes(t) {
 				if !slices.Contains(handles, id) {
 					return false, nil
 				}

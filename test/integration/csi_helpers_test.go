@@ -1,10 +1,6 @@
 package integration
 
 import (
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,53 +11,13 @@ import (
 )
 
 // mockDriver is the csi-test mock driver, run as a process.
-type mockDriver struct {
-	Name, Socket string
-	Proc         *cluster.Process
-}
+type mockDriver = cluster.MockDriver
 
 // startMock runs the mock driver on a fresh unix socket. hooks, if not
 // empty, is the text of its hooks file.
 func startMock(t *testing.T, c *cluster.Cluster, name, hooks string, extra ...string) *mockDriver {
 	t.Helper()
-	path, err := cluster.Tool("mock-driver")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "csi") // socket paths must be short
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	socket := filepath.Join(dir, "csi.sock")
-	args := append([]string{"-name=" + name, "-v=5"}, extra...)
-	if hooks != "" {
-		file := filepath.Join(dir, "hooks.yaml")
-		if err := os.WriteFile(file, []byte(hooks), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		args = append(args, "-hooks-file="+file)
-	}
-	proc := c.Run(t, cluster.ProcessOptions{Name: "mock-" + name, Path: path, Args: args, Env: []string{"CSI_ENDPOINT=unix://" + socket}})
-	return &mockDriver{Name: name, Socket: socket, Proc: proc}
-}
-
-// volumes lists the IDs of the volumes the driver made for claims (the
-// mock also lists three volumes of its own, which are left out).
-func (m *mockDriver) volumes(t *testing.T) []string {
-	t.Helper()
-	vols, err := cluster.DriverVolumes(t.Context(), m.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, v := range vols {
-		if strings.HasPrefix(v.GetVolumeContext()["name"], "pvc-") {
-			ids = append(ids, v.GetVolumeId())
-		}
-	}
-	sort.Strings(ids)
-	return ids
+	return cluster.StartMockDriver(t, c, name, hooks, extra...)
 }
 
 // startProvisioner runs our provisioner against a driver socket.

@@ -102,7 +102,7 @@ func TestEPRBACIsEnough(t *testing.T) {
 		_, err := cs.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
 		return err
 	})
-	if slices.Contains(mock.volumes(t), pv.Spec.CSI.VolumeHandle) {
+	if slices.Contains(mock.Volumes(t), pv.Spec.CSI.VolumeHandle) {
 		t.Errorf("the driver still lists %s", pv.Spec.CSI.VolumeHandle)
 	}
 

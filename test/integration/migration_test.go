@@ -79,7 +79,7 @@ func (w *migrationWorld) stopTether() {
 }
 
 // backend lists the driver's volume IDs made for claims (names pvc-...).
-func (w *migrationWorld) backend() []string { return w.mock.volumes(w.t) }
+func (w *migrationWorld) backend() []string { return w.mock.Volumes(w.t) }
 
 // handles lists the volume handles of every PV of the driver, in-tree
 // (migrated) ones translated.

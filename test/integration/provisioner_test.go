@@ -48,7 +48,7 @@ func TestProvisioner(t *testing.T) {
 		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != mockName || pv.Spec.CSI.VolumeHandle == "" {
 			t.Fatalf("CSI source %+v", pv.Spec.CSI)
 		}
-		if !slices.Contains(mock.volumes(t), pv.Spec.CSI.VolumeHandle) {
+		if !slices.Contains(mock.Volumes(t), pv.Spec.CSI.VolumeHandle) {
 			t.Errorf("the driver does not list %s", pv.Spec.CSI.VolumeHandle)
 		}
 		eventually(t, "in-flight record removed", func(ctx context.Context) (bool, error) {
@@ -61,7 +61,7 @@ func TestProvisioner(t *testing.T) {
 				_, err := cs.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
 				return err
 			})
-			if slices.Contains(mock.volumes(t), pv.Spec.CSI.VolumeHandle) {
+			if slices.Contains(mock.Volumes(t), pv.Spec.CSI.VolumeHandle) {
 				t.Errorf("the driver still lists %s", pv.Spec.CSI.VolumeHandle)
 			}
 		})
@@ -77,7 +77,7 @@ func TestProvisioner(t *testing.T) {
 		}
 		deleteClaim(t, cs, "keep")
 		waitVolumePhase(t, cs, pv.Name, corev1.VolumeReleased)
-		if !slices.Contains(mock.volumes(t), pv.Spec.CSI.VolumeHandle) {
+		if !slices.Contains(mock.Volumes(t), pv.Spec.CSI.VolumeHandle) {
 			t.Errorf("the backend volume of a Retain PV is gone")
 		}
 	})
@@ -127,7 +127,7 @@ func TestProvisioner(t *testing.T) {
 			_, err := cs.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
 			return err
 		})
-		if slices.Contains(mock.volumes(t), pv.Spec.CSI.VolumeHandle) {
+		if slices.Contains(mock.Volumes(t), pv.Spec.CSI.VolumeHandle) {
 			t.Errorf("the driver still lists %s", pv.Spec.CSI.VolumeHandle)
 		}
 	})

@@ -48,7 +48,7 @@ func TestProvisionerRestartMidCreateLeaksNothing(t *testing.T) {
 	if !slices.Contains(getClaim(t, cs, "slow").Finalizers, provisioner.FinalizerInFlight) {
 		t.Fatal("no in-flight record on the claim while CreateVolume was in flight")
 	}
-	t.Logf("provisioner killed mid-CreateVolume; driver volumes: %v", mock.volumes(t))
+	t.Logf("provisioner killed mid-CreateVolume; driver volumes: %v", mock.Volumes(t))
 	deleteClaim(t, cs, "slow")
 	if err := prov.Start(); err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestProvisionerRestartMidCreateLeaksNothing(t *testing.T) {
 		return err
 	})
 	eventually(t, "driver has no volume", func(ctx context.Context) (bool, error) {
-		return len(mock.volumes(t)) == 0, nil
+		return len(mock.Volumes(t)) == 0, nil
 	})
 	pvs, err := cs.CoreV1().PersistentVolumes().List(t.Context(), metav1.ListOptions{})
 	if err != nil {
@@ -67,5 +67,5 @@ func TestProvisionerRestartMidCreateLeaksNothing(t *testing.T) {
 	if len(pvs.Items) != 0 {
 		t.Errorf("%d PVs left", len(pvs.Items))
 	}
-	t.Logf("after the restart: claim gone, driver volumes %d, PVs %d", len(mock.volumes(t)), len(pvs.Items))
+	t.Logf("after the restart: claim gone, driver volumes %d, PVs %d", len(mock.Volumes(t)), len(pvs.Items))
 }

@@ -193,7 +193,7 @@ func TestVolumeAttributesClass(t *testing.T) {
 			t.Errorf("%s: CreateVolume was called: %v", name, req)
 		}
 	}
-	if vols := plain.volumes(t); len(vols) != 0 {
+	if vols := plain.Volumes(t); len(vols) != 0 {
 		t.Errorf("the driver without MODIFY_VOLUME made volumes: %v", vols)
 	}
 
