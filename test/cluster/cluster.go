@@ -30,7 +30,8 @@ type Options struct {
 	APIServerArgs map[string][]string
 	// RealNodes serves the API server on the host's address (pods of real
 	// nodes reach it there; its certificate covers it) with the flags real
-	// nodes need (RealNodeArgs). See StartRealNode.
+	// nodes need (RealNodeArgs) and ServiceAccount admission. See
+	// StartRealNode.
 	RealNodes bool
 }
 
@@ -80,6 +81,9 @@ func Start(t T, opts Options) *Cluster {
 		for name, values := range RealNodeArgs {
 			api.Configure().Set(name, values...)
 		}
+		// envtest turns ServiceAccount admission off; pods that talk to
+		// the API server need it (their token volume).
+		api.Configure().Disable("disable-admission-plugins")
 	}
 	if _, err := env.Start(); err != nil {
 		_ = env.Stop()

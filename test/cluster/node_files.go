@@ -20,6 +20,7 @@ mkdir -p /var/lib/kubelet /var/lib/tether-local
 mount --bind "$d/kubelet" /var/lib/kubelet
 mount --bind "$d/data" /var/lib/tether-local
 mount --bind "$d/log" /var/log
+mount --bind "$d/mnt" /mnt # the static local PV of examples/ is /mnt/disks/ssd1
 # kubelet sets these sysctls and the bridge plugin turns on forwarding:
 # here they write to files of the node's folder instead of the host's.
 for f in vm/overcommit_memory kernel/panic kernel/panic_on_oops net/ipv4/ip_forward; do
@@ -35,7 +36,7 @@ while :; do sleep 3600 & wait $! || true; done
 
 // writeFiles writes the node's folders, configuration and stand-ins.
 func (n *RealNode) writeFiles(c *Cluster, subnet string) error {
-	for _, d := range []string{"kubelet", "data", "log", "sysctl", "bin", "pki", "images", "cni/net.d", "cni/ipam", "containerd/root", "containerd/state", "opt"} {
+	for _, d := range []string{"kubelet", "data", "log", "sysctl", "bin", "pki", "images", "cni/net.d", "cni/ipam", "containerd/root", "containerd/state", "opt", "mnt/disks/ssd1"} {
 		if err := os.MkdirAll(filepath.Join(n.Dir, d), 0o755); err != nil {
 			return err
 		}

@@ -32,12 +32,14 @@ type Image struct {
 // The images a real node has. Our components' refs are what the e2e's
 // kustomize overlay sets.
 const (
-	PauseImage       = "localhost/pause:3.10"
-	BusyboxImage     = "localhost/busybox:1"
-	BinderImage      = "localhost/tether-binder:e2e"
-	ProvisionerImage = "localhost/tether-provisioner:e2e"
-	DriverImage      = "localhost/tether-local-driver:e2e"
-	RegistrarImage   = "localhost/tether-registrar:e2e"
+	PauseImage   = "localhost/pause:3.10"
+	BusyboxImage = "localhost/busybox:1"
+	// ExamplesBusyboxImage is the busybox examples/ use, made locally.
+	ExamplesBusyboxImage = "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"
+	BinderImage          = "localhost/tether-binder:e2e"
+	ProvisionerImage     = "localhost/tether-provisioner:e2e"
+	DriverImage          = "localhost/tether-local-driver:e2e"
+	RegistrarImage       = "localhost/tether-registrar:e2e"
 )
 
 // nonroot is distroless nonroot's user, the shipped images' (see Dockerfile).
@@ -94,9 +96,11 @@ func NodeImages(t T) []Image {
 	app := func(ref, pkg, user string) Image {
 		return Image{Ref: ref, Files: map[string]string{"app": BuildStatic(t, pkg)}, Entrypoint: []string{"/app"}, User: user}
 	}
+	examples := busybox // examples/ name the upstream e2e busybox
+	examples.Ref = ExamplesBusyboxImage
 	return []Image{
 		{Ref: PauseImage, Files: map[string]string{"pause": BuildStatic(t, "./hack/images/pause")}, Entrypoint: []string{"/pause"}},
-		busybox,
+		busybox, examples,
 		app(BinderImage, "./cmd/binder", nonroot),
 		app(ProvisionerImage, "./cmd/provisioner", nonroot),
 		app(DriverImage, "./examples/local-driver", ""),
