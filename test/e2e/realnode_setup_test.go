@@ -22,6 +22,8 @@ import (
 type realEnv struct {
 	env
 	nodes map[string]*cluster.RealNode
+	// applied is when deploy/csi was applied.
+	applied time.Time
 }
 
 // overlay is the test's only change to deploy/csi: image names (ours, made
@@ -92,11 +94,11 @@ func setUpReal(t *testing.T) *realEnv {
 		t.Fatal(err)
 	}
 	manifests := e.run(t, nil, "kustomize", filepath.Join(dir, "test"))
-	deployed := time.Now()
+	e.applied = time.Now()
 	e.run(t, manifests, "apply", "-f", "-")
 	e.waitDeployed(t)
 	t.Logf("deploy/csi running (binder 2/2, tether-local 2/2, driver registered on both nodes) %s after apply",
-		time.Since(deployed).Round(100*time.Millisecond))
+		time.Since(e.applied).Round(100*time.Millisecond))
 	return e
 }
 
