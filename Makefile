@@ -37,7 +37,7 @@ test: tools ## run every test with the race detector (unit and integration, on a
 	  GO="$(GO)" hack/sanity.sh "$(TOOLS_BIN)" || status=1; \
 	  hack/reap.sh "$(TOOLS_BIN)" || status=1; exit $$status
 
-e2e: tools ## the local-cluster e2e: deploy/csi's RBAC, every example, failover (also part of make test)
+e2e: tools ## the e2e: local cluster (deploy/csi's RBAC, every example, failover) and real kubelet nodes with deploy/csi as pods (also part of make test)
 	$(GO) test -count=1 -timeout 20m -v ./test/e2e/
 
 e2e-kind: ## the same scenarios on a kind cluster with real pods (needs docker and kind: not on our machines)

@@ -4,9 +4,9 @@
 # pods that write through the mounted volume and read it back.
 #
 # It needs kind, docker and kubectl on the PATH, and a container engine.
-# None of that runs on tether's own machines (no container engine), so CI
-# runs the local e2e (make e2e) instead, which exercises everything used
-# here except kubelet and real mounts.
+# Not run here: tether's machines have no container registry, so the
+# kindest/node image cannot be pulled. make e2e runs the same deploy/csi
+# as pods on real kubelet nodes of test/cluster instead (TestRealNodes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cluster=${KIND_CLUSTER:-tether-e2e}
