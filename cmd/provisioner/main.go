@@ -232,7 +232,7 @@ func run(ctx context.Context, o options) error {
 		controller.FailedProvisionThreshold(0),
 		controller.FailedDeleteThreshold(0),
 		controller.ClaimsInformer(provisioner.QuietClaims(claimInf.Informer())),
-		controller.VolumesInformer(volumeInf.Informer()),
+		controller.VolumesInformer(provisioner.CopyingVolumes(volumeInf.Informer())),
 		controller.ClassesInformer(classInf.Informer()),
 		controller.NodesLister(provisioner.SelectedNodes(nodeInf.Lister())),
 		controller.AddFinalizer(true),

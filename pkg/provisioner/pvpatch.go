@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -55,19 +54,6 @@ func (p patchVolumes) Update(ctx context.Context, pv *v1.PersistentVolume, opts 
 	if err != nil {
 		return nil, err
 	}
-	out, err := p.update(ctx, current, pv, opts)
-	if err != nil && !apierrors.IsNotFound(err) {
-		// The library removed the finalizer from the informer's copy before
-		// this write: put the server's finalizers back, or every retry sees
-		// "no finalizer, being deleted", takes the volume for done and skips
-		// it until the next resync (found by the chaos run's API faults: a PV
-		// stuck Terminating with its finalizer).
-		pv.Finalizers = slices.Clone(current.Finalizers)
-	}
-	return out, err
-}
-
-func (p patchVolumes) update(ctx context.Context, current, pv *v1.PersistentVolume, opts metav1.UpdateOptions) (*v1.PersistentVolume, error) {
 	patch, kind := FinalizerPatch(current, pv)
 	switch kind {
 	case PatchConflict:

@@ -3,7 +3,6 @@ package provisioner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"testing"
 
@@ -113,29 +112,5 @@ func TestPatchFinalizerClient(t *testing.T) {
 	}
 	if want := []string{"get"}; !reflect.DeepEqual(verbs, want) {
 		t.Errorf("verbs %v, want %v", verbs, want)
-	}
-}
-
-// A failed write puts the server's finalizers back on the copy the library
-// changed in place (the informer's), so that its retry still sees the
-// finalizer and tries again.
-func TestPatchFinalizerClientRestoresOnFailure(t *testing.T) {
-	const fin = "external-provisioner.volume.kubernetes.io/finalizer"
-	cs := fake.NewClientset(patchPV("1", fin))
-	cs.PrependReactor("patch", "persistentvolumes", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewInternalError(errors.New("injected"))
-	})
-	c := PatchFinalizerClient(cs)
-	ctx := context.Background()
-	cached, err := c.CoreV1().PersistentVolumes().Get(ctx, "pv", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cached.Finalizers = nil // the library, in place
-	if _, err := c.CoreV1().PersistentVolumes().Update(ctx, cached, metav1.UpdateOptions{}); err == nil {
-		t.Fatal("the injected failure did not come through")
-	}
-	if !reflect.DeepEqual(cached.Finalizers, []string{fin}) {
-		t.Errorf("the cached copy's finalizers after a failed write: %v, want the server's", cached.Finalizers)
 	}
 }

@@ -1,0 +1,54 @@
+package provisioner
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+)
+
+// CopyingVolumes wraps the PV informer that the library's controller uses
+// so that the PVs it reads from the store are copies. The library (v8)
+// changes the PV it reads in place before it writes it (the deletion
+// finalizer, added or removed): on the shared informer's own object that
+// is a data race with every other reader of the cache (the race detector
+// found it against the static-volume reclaimer), and when the write fails
+// the cache keeps the change the server refused, so the library's retry
+// sees "no finalizer, being deleted" and skips the volume until the next
+// resync (the chaos run's API faults left a PV stuck Terminating so).
+func CopyingVolumes(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
+	return copyingInformer{inf}
+}
+
+type copyingInformer struct{ cache.SharedIndexInformer }
+
+func (i copyingInformer) GetStore() cache.Store {
+	return copyingStore{i.SharedIndexInformer.GetStore()}
+}
+
+// copyingStore hands out deep copies of what it holds; writes go through.
+type copyingStore struct{ cache.Store }
+
+func copyOf(obj any) any {
+	if o, ok := obj.(runtime.Object); ok {
+		return o.DeepCopyObject()
+	}
+	return obj
+}
+
+func (s copyingStore) List() []any {
+	objs := s.Store.List()
+	out := make([]any, len(objs))
+	for i, o := range objs {
+		out[i] = copyOf(o)
+	}
+	return out
+}
+
+func (s copyingStore) Get(obj any) (any, bool, error) {
+	item, exists, err := s.Store.Get(obj)
+	return copyOf(item), exists, err
+}
+
+func (s copyingStore) GetByKey(key string) (any, bool, error) {
+	item, exists, err := s.Store.GetByKey(key)
+	return copyOf(item), exists, err
+}
