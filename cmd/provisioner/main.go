@@ -146,7 +146,9 @@ func run(ctx context.Context, o options) error {
 	if inTree, ok := migration.InTreeFor(driver); ok {
 		popts.MigratedFrom = inTree
 	}
-	managedBy := "tether-provisioner"
+	// EP's label on its CSIStorageCapacity objects: tether takes over (updates
+	// or deletes) the ones EP left, and EP those tether leaves.
+	managedBy := "external-provisioner"
 	if o.nodeDeployment {
 		o.node.NodeName = os.Getenv("NODE_NAME")
 		popts.Node = &o.node

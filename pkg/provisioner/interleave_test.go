@@ -413,3 +413,22 @@ func TestHandBack(t *testing.T) {
 	}
 	e.check(want{volumes: []string{testVolume}})
 }
+
+// ResourceExhausted on a selected node reschedules (drops selected-node)
+// only for a driver that takes topology, as EP does; for one that does
+// not, the node did not matter and the error is final.
+func TestResourceExhaustedReschedulesOnlyWithTopology(t *testing.T) {
+	for _, topology := range []bool{false, true} {
+		e := newEnv(t, func(o *Options) { o.Topology = topology })
+		e.createClaim(newClaim(claimAnn(storagehelpers.AnnSelectedNode, "node-1")))
+		e.driver.fail = status.Error(codes.ResourceExhausted, "full")
+		_, state, _ := e.provision(e.cachedClaim(testClaim))
+		_, selected := e.apiClaim(testClaim).Annotations[storagehelpers.AnnSelectedNode]
+		if want := controller.ProvisioningReschedule; topology && (state != want || selected) {
+			t.Errorf("with topology: state %v, selected-node kept %v; want a reschedule", state, selected)
+		}
+		if !topology && (state != controller.ProvisioningFinished || !selected) {
+			t.Errorf("without topology: state %v, selected-node kept %v; want a final error", state, selected)
+		}
+	}
+}

@@ -191,7 +191,9 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	resp, err := p.o.Driver.CreateVolume(ctx, prep.req)
 	if err != nil {
 		_, nodeSelected := claim.Annotations[storagehelpers.AnnSelectedNode]
-		outcome := Classify(err, nodeSelected)
+		// As EP: ResourceExhausted on a selected node reschedules only for a
+		// driver that takes topology; for others the node did not matter.
+		outcome := Classify(err, nodeSelected && p.o.Topology)
 		logger.Info("CreateVolume failed", "volume", name, "outcome", outcome.String(), "nodeSelected", nodeSelected, "err", err)
 		if outcome != InBackground {
 			// The driver made nothing: no volume to keep track of.
@@ -394,7 +396,7 @@ func (p *Provisioner) topology(claim *v1.PersistentVolumeClaim, class *storagev1
 		if in.Strict {
 			return Requirement(in)
 		}
-	} else if !in.Immediate {
+	} else if !in.Immediate && len(in.Allowed) == 0 {
 		return nil, nil
 	}
 	csiNodes, err := p.o.CSINodes.List(labels.Everything())

@@ -87,7 +87,9 @@ func Requirement(in TopologyInput) (*csi.TopologyRequirement, error) {
 		pref = append(pref, rest...)
 		return &csi.TopologyRequirement{Requisite: toCSI(req), Preferred: toCSI(pref)}, nil
 	}
-	if !in.Immediate {
+	if !in.Immediate && len(allowed) == 0 {
+		// As EP: with --immediate-topology=false only the class's
+		// allowedTopologies limit where an Immediate volume goes.
 		return nil, nil
 	}
 	req := allowed

@@ -134,7 +134,9 @@ func TestRequirementImmediate(t *testing.T) {
 		in            TopologyInput
 		wantRequisite []Segment // nil: no requirement
 	}{
-		{name: "immediate topology off", in: TopologyInput{Cluster: []Segment{a, b}, Allowed: []v1.TopologySelectorTerm{term(expr(zone, "a"))}}},
+		{name: "immediate topology off, no allowedTopologies", in: TopologyInput{Cluster: []Segment{a, b}}},
+		{name: "immediate topology off: the class's allowedTopologies still go, as EP sends them",
+			in: TopologyInput{ClaimName: "data", Cluster: []Segment{a, b}, Allowed: []v1.TopologySelectorTerm{term(expr(zone, "a"))}}, wantRequisite: []Segment{a}},
 		{name: "no segments at all", in: TopologyInput{Immediate: true, ClaimName: "data"}},
 		{name: "only empty segments", in: TopologyInput{Immediate: true, ClaimName: "data", Cluster: []Segment{{}, {}}}},
 		{name: "cluster segments", in: TopologyInput{Immediate: true, ClaimName: "data", Cluster: []Segment{c, {}, a, b, a}},
