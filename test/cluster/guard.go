@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -15,14 +16,20 @@ import (
 // quietly (SIGKILL runs no trap) after envtest has stopped its processes.
 func guardAgainstOrphans(t T, folders ...string) {
 	t.Helper()
+	// The folders go in the environment, not the script: on its command
+	// line, `pkill -f folder` would match the watchdog itself and kill it
+	// before it reached the next folder.
 	script := "trap '"
-	for _, f := range folders {
+	var env []string
+	for i, f := range folders {
 		if f != "" {
-			script += fmt.Sprintf("pkill -9 -f %q; ", f)
+			script += fmt.Sprintf(`pkill -9 -f "$GUARD_%d"; `, i)
+			env = append(env, fmt.Sprintf("GUARD_%d=%s", i, f))
 		}
 	}
 	script += "exit 0' TERM; while :; do sleep 3600 & wait $!; done"
 	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Logf("no orphan guard: %v", err)
