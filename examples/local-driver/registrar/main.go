@@ -69,23 +69,25 @@ func run(ctx context.Context, csiAddress, kubeletPath, regPath string, timeout t
 	failed := make(chan error, 1)
 	srv := grpc.NewServer()
 	registerapi.RegisterRegistrationServer(srv, &registration{name: name, endpoint: kubeletPath, failed: failed})
-	go func() { <-ctx.Done(); srv.Stop() }()
+	var refused error // kubelet's refusal ends the registrar, as upstream's
+	stopped := make(chan struct{})
 	go func() {
-		if err := <-failed; err != nil {
-			logger.Error(err, "kubelet refused the registration")
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
 			srv.Stop()
+		case refused = <-failed:
+			logger.Error(refused, "kubelet refused the registration")
+			srv.GracefulStop() // kubelet gets its answer first
 		}
 	}()
 	logger.Info("Serving kubelet's plugin registration", "socket", socket, "endpoint", kubeletPath)
-	if err := srv.Serve(lis); err != nil {
-		return err
+	err = srv.Serve(lis)
+	<-stopped
+	if refused != nil {
+		return refused
 	}
-	select {
-	case err := <-failed:
-		return err
-	default:
-		return nil
-	}
+	return err
 }
 
 // driverName asks the driver its name, until it answers or ctx ends.

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+)
+
+type identity struct {
+	csi.UnimplementedIdentityServer
+}
+
+func (identity) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
+	return &csi.GetPluginInfoResponse{Name: "local.csi.tether.dev", VendorVersion: "test"}, nil
+}
+
+// kubelet's side: it finds <driver>-reg.sock, asks GetInfo, and reports
+// the outcome; a refusal ends the registrar with kubelet's error.
+func TestRegistration(t *testing.T) {
+	dir, err := os.MkdirTemp("", "reg") // unix socket paths must stay short
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	driverSock := filepath.Join(dir, "csi.sock")
+	lis, err := net.Listen("unix", driverSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	csi.RegisterIdentityServer(srv, identity{})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, driverSock, "/var/lib/kubelet/plugins/x/csi.sock", dir, time.Second) }()
+
+	regSock := filepath.Join(dir, "local.csi.tether.dev-reg.sock")
+	conn, err := grpc.NewClient("unix://"+regSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := registerapi.NewRegistrationClient(conn)
+	var info *registerapi.PluginInfo
+	for info == nil { // until the registrar listens (it first asks the driver)
+		if info, err = client.GetInfo(ctx, &registerapi.InfoRequest{}, grpc.WaitForReady(true)); err != nil && ctx.Err() != nil {
+			t.Fatalf("GetInfo: %v", err)
+		}
+	}
+	if info.Type != registerapi.CSIPlugin || info.Name != "local.csi.tether.dev" || info.Endpoint != "/var/lib/kubelet/plugins/x/csi.sock" {
+		t.Errorf("GetInfo = %+v", info)
+	}
+	if _, err := client.NotifyRegistrationStatus(ctx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.NotifyRegistrationStatus(ctx, &registerapi.RegistrationStatus{Error: "no such version"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || err.Error() != "no such version" {
+			t.Errorf("run = %v, want kubelet's refusal", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the registrar did not stop after kubelet refused it")
+	}
+	if _, err := os.Stat(regSock); !os.IsNotExist(err) {
+		t.Errorf("registration socket left behind: %v", err)
+	}
+}
