@@ -32,9 +32,13 @@ const ebsDriver = "ebs.csi.aws.com"
 // migrationWorld is one cluster switched between the upstream pair
 // (external-provisioner v6.3.0 + KCM's binder) and tether.
 type migrationWorld struct {
-	t        *testing.T
-	c        *cluster.Cluster
-	mock     *mockDriver
+	t    *testing.T
+	c    *cluster.Cluster
+	mock *mockDriver
+	// proxy stands in front of the mock and adds MODIFY_VOLUME, so that
+	// VolumeAttributesClass claims are served (vac_test.go); both
+	// provisioners talk to it.
+	proxy    *capsProxy
 	upstream []*cluster.Process
 	tether   []*cluster.Process
 	round    int
@@ -49,7 +53,7 @@ func (w *migrationWorld) startUpstream() {
 		w.t.Fatal(err)
 	}
 	epProc := w.c.Run(w.t, cluster.ProcessOptions{Name: fmt.Sprintf("external-provisioner-%d", w.round), Path: ep,
-		Args: []string{"--kubeconfig=" + w.c.Kubeconfig, "--csi-address=" + w.mock.Socket, "--leader-election=false",
+		Args: []string{"--kubeconfig=" + w.c.Kubeconfig, "--csi-address=" + w.proxy.Socket, "--leader-election=false",
 			"--retry-interval-start=200ms", "--retry-interval-max=2s", "-v=3"}})
 	w.upstream = []*cluster.Process{kcm, epProc}
 }
@@ -68,7 +72,7 @@ func (w *migrationWorld) startTether() {
 	kcm := w.c.StartControllerManager(w.t, protectionControllers)
 	w.tether = []*cluster.Process{kcm,
 		startBinder(w.t, w.c),
-		startProvisioner(w.t, w.c, fmt.Sprintf("ebs-%d", w.round), w.mock.Socket)}
+		startProvisioner(w.t, w.c, fmt.Sprintf("ebs-%d", w.round), w.proxy.Socket)}
 }
 
 func (w *migrationWorld) stopTether() {
@@ -220,7 +224,7 @@ func (w *migrationWorld) handBack() string {
 	}
 	w.stopTether()
 	out, err := exec.CommandContext(t.Context(), cluster.BuildBinary(t, "./cmd/provisioner"), "--kubeconfig="+c.Kubeconfig,
-		"--csi-address="+w.mock.Socket, "--hand-back").CombinedOutput()
+		"--csi-address="+w.proxy.Socket, "--hand-back").CombinedOutput()
 	if err != nil {
 		t.Fatalf("provisioner --hand-back: %v\n%s", err, out)
 	}
@@ -238,6 +242,9 @@ func (w *migrationWorld) handBack() string {
 func TestMigrationBothWays(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	w := &migrationWorld{t: t, c: c, mock: startMock(t, c, ebsDriver, "")}
+	w.proxy = startCapsProxy(t, w.mock.Socket)
+	gold := map[string]string{"iops": "3000"}
+	createVAC(t, c, "gold", ebsDriver, gold)
 	createCSIClass(t, c, "csi-delete", ebsDriver, "Delete", storagev1.VolumeBindingImmediate)
 	createCSIClass(t, c, "csi-retain", ebsDriver, "Retain", storagev1.VolumeBindingImmediate)
 	mustCreate(t, c.Client.CoreV1().Secrets("default").Create, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ebs-secret"},
@@ -252,6 +259,9 @@ func TestMigrationBothWays(t *testing.T) {
 	// 1. The upstream pair makes and binds a mix.
 	w.startUpstream()
 	up := w.bound(map[string]string{"up-delete": "csi-delete", "up-retain": "csi-retain", "up-secret": "csi-secret", "up-gp2": "gp2"})
+	mustCreate(t, c.Client.CoreV1().PersistentVolumeClaims("default").Create, vacClaim("up-vac", "csi-delete", "gold"))
+	checkVACBinding(t, c, w.proxy, "up-vac", "gold", gold)
+	up["up-vac"] = getClaim(t, c.Client, "up-vac").Spec.VolumeName
 	w.staticVolume("static-delete", corev1.PersistentVolumeReclaimDelete)
 	w.staticVolume("static-retain", corev1.PersistentVolumeReclaimRetain)
 	waitClaimBound(t, c.Client, "static-delete")
@@ -271,11 +281,14 @@ func TestMigrationBothWays(t *testing.T) {
 	// 2. tether takes over.
 	w.startTether()
 	mine := w.bound(map[string]string{"tether-delete": "csi-delete", "tether-gp2": "gp2", "tether-retain": "csi-retain"})
+	mustCreate(t, c.Client.CoreV1().PersistentVolumeClaims("default").Create, vacClaim("tether-vac", "csi-delete", "gold"))
+	checkVACBinding(t, c, w.proxy, "tether-vac", "gold", gold)
+	mine["tether-vac"] = getClaim(t, c.Client, "tether-vac").Spec.VolumeName
 	if pv := getPV(t, c.Client, mine["tether-gp2"]); pv.Spec.AWSElasticBlockStore == nil {
 		t.Errorf("tether saved the gp2 claim's PV as %+v, not in-tree as EP does", pv.Spec.PersistentVolumeSource)
 	}
-	w.deleteClaims("up-delete", "up-secret", "up-gp2", "static-delete")
-	w.waitPVGone(up["up-delete"], up["up-secret"], up["up-gp2"], "static-delete")
+	w.deleteClaims("up-delete", "up-secret", "up-gp2", "up-vac", "static-delete")
+	w.waitPVGone(up["up-delete"], up["up-secret"], up["up-gp2"], up["up-vac"], "static-delete")
 	w.deleteClaims("up-retain", "static-retain")
 	waitVolumePhase(t, c.Client, up["up-retain"], corev1.VolumeReleased)
 	waitVolumePhase(t, c.Client, "static-retain", corev1.VolumeReleased)
@@ -289,8 +302,8 @@ func TestMigrationBothWays(t *testing.T) {
 	if got := waitClaimBound(t, c.Client, "handback").Spec.VolumeName; got != handed {
 		t.Errorf("the claim handed back bound to %s, want its own PV %s", got, handed)
 	}
-	w.deleteClaims("tether-delete", "tether-gp2", "back-delete", "handback")
-	w.waitPVGone(mine["tether-delete"], mine["tether-gp2"], back["back-delete"], handed)
+	w.deleteClaims("tether-delete", "tether-gp2", "tether-vac", "back-delete", "handback")
+	w.waitPVGone(mine["tether-delete"], mine["tether-gp2"], mine["tether-vac"], back["back-delete"], handed)
 	w.deleteClaims("tether-retain")
 	waitVolumePhase(t, c.Client, mine["tether-retain"], corev1.VolumeReleased)
 	afterBack := w.accounted("back")
@@ -308,9 +321,9 @@ func TestMigrationBothWays(t *testing.T) {
 			t.Errorf("claim %s keeps tether's in-flight record under the upstream pair", cl.Name)
 		}
 	}
-	t.Logf("migration: upstream made and bound 6 (4 dynamic, gp2 through CSI migration among them, 2 static CSI); "+
-		"tether provisioned and bound 3, deleted 4 of the upstream's (dynamic with empty deletion-secret annotations, with a real secret, gp2, static CSI Delete) "+
-		"and released 2 Retain; --hand-back dropped the record of 1 claim provisioned but not bound; then the upstream pair bound it,  provisioned 1 and deleted 4 (3 of tether's, gp2 among them) and released tether's Retain one; "+
+	t.Logf("migration: upstream made and bound 7 (5 dynamic: Delete, Retain, with a secret, gp2 through CSI migration, a VolumeAttributesClass; 2 static CSI); "+
+		"tether provisioned and bound 4 (Delete, Retain, gp2, VolumeAttributesClass), deleted 5 of the upstream's (dynamic with empty deletion-secret annotations, with a real secret, gp2, VolumeAttributesClass, static CSI Delete) "+
+		"and released 2 Retain; --hand-back dropped the record of 1 claim provisioned but not bound; then the upstream pair bound it, provisioned 1 and deleted 5 (4 of tether's, gp2 and the VolumeAttributesClass one among them) and released tether's Retain one; "+
 		"backend volumes, each tracked by a PV, after each step: %d, %d, %d; leaked 0, wrongly deleted 0", madeUpstream, afterTether, afterBack)
 }
 
