@@ -183,6 +183,19 @@ func (n *RealNode) Exec(ctx context.Context, cmd ...string) ([]byte, error) {
 	return exec.CommandContext(ctx, "nsenter", n.inNamespace(cmd...)...).CombinedOutput()
 }
 
+// Processes lists the node's container processes (those in its cgroups)
+// whose command line contains s.
+func (n *RealNode) Processes(s string) []int {
+	var out []int
+	for _, pid := range cgroupPids(n.cgroupRoot) {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && strings.Contains(strings.ReplaceAll(string(cmdline), "\x00", " "), s) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // RestartKubelet stops kubelet and starts it again.
 func (n *RealNode) RestartKubelet() error {
 	n.kubelet.Stop(10 * time.Second)

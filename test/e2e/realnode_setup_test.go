@@ -120,6 +120,26 @@ func (e *realEnv) waitDeployed(t *testing.T) {
 	for name := range e.nodes {
 		e.waitRegistered(t, name)
 	}
+	e.logRestarts(t)
+}
+
+// logRestarts logs the previous run of every restarted container of
+// deploy/csi's pods, with its last state.
+func (e *realEnv) logRestarts(t *testing.T) {
+	t.Helper()
+	pods, err := e.c.Client.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, st := range p.Status.ContainerStatuses {
+			if st.RestartCount == 0 {
+				continue
+			}
+			prev, _ := e.c.Client.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: st.Name, Previous: true, TailLines: ptr(int64(15))}).DoRaw(t.Context())
+			t.Logf("%s/%s restarted %d times, last state %+v; its previous run ended:\n%s", p.Name, st.Name, st.RestartCount, st.LastTerminationState.Terminated, prev)
+		}
+	}
 }
 
 // waitRegistered waits until kubelet on a node lists the driver in its CSINode.

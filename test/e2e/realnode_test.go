@@ -4,13 +4,16 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/tether-csi/tether/test/cluster"
 )
@@ -167,6 +170,66 @@ func TestRealNodes(t *testing.T) {
 		e.runPod(t, "after-restart", node, "true", "after-restart")
 	})
 
+	t.Run("the provisioner killed mid-CreateVolume, the claim deleted: nothing leaks", func(t *testing.T) {
+		// A slow backend (the driver answers CreateVolume 8 s after making
+		// the volume) leaves room to kill the provisioner in between.
+		e.setDriverArgs(t, "--slow-create=8s")
+		defer e.setDriverArgs(t)
+		n := e.nodes["node-2"]
+		before := e.diskVolumes(t, "node-2")
+		e.claim(t, "orphan", "tether-local", "10Mi")
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: "default"}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"kubernetes.io/hostname": "node-2"}, TerminationGracePeriodSeconds: ptr(int64(1)),
+			Containers: []corev1.Container{{Name: "c", Image: cluster.BusyboxImage, Command: []string{"sleep", "3600"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/data"}}}},
+			Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "orphan"}}}}}}
+		if _, err := c.Client.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cluster.Eventually(t, "the volume made on node-2's disk, CreateVolume not yet answered", func(context.Context) (bool, error) {
+			return len(e.diskVolumes(t, "node-2")) > len(before), nil
+		})
+		pids := n.Processes("--node-deployment")
+		if len(pids) == 0 {
+			t.Fatal("no provisioner process on node-2")
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		t.Logf("killed the provisioner on node-2 (pids %v) mid-CreateVolume", pids)
+		e.deletePods(t, "orphan")
+		if err := c.Client.CoreV1().PersistentVolumeClaims("default").Delete(t.Context(), "orphan", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cluster.WaitGone(t, "claim orphan", func(ctx context.Context) error {
+			_, err := c.Client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "orphan", metav1.GetOptions{})
+			return err
+		})
+		cluster.Eventually(t, "node-2's disk holds exactly the volumes of its PVs", func(ctx context.Context) (bool, error) {
+			pvs, err := c.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			want := map[string]bool{}
+			for _, pv := range pvs.Items {
+				if pv.Spec.CSI != nil && cluster.PVNode(&pv) == "node-2" {
+					want[pv.Spec.CSI.VolumeHandle] = true
+				}
+			}
+			got := e.diskVolumes(t, "node-2")
+			if len(got) != len(want) {
+				return false, nil
+			}
+			for _, id := range got {
+				if !want[id] {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	})
+
 	t.Run("deleting the binder leader pod hands over, no double binding", func(t *testing.T) {
 		leader := e.binderLeaderPod(t)
 		if err := c.Client.CoreV1().Pods(namespace).Delete(t.Context(), leader, metav1.DeleteOptions{}); err != nil {
@@ -178,6 +241,53 @@ func TestRealNodes(t *testing.T) {
 		t.Logf("a claim bound %s after the leader pod %s was deleted", time.Since(start).Round(100*time.Millisecond), leader)
 		e.checkNoDoubleBinding(t)
 	})
+}
+
+// setDriverArgs sets the DaemonSet's driver arguments to the shipped ones
+// plus extra, and waits for the new pods.
+func (e *realEnv) setDriverArgs(t *testing.T, extra ...string) {
+	t.Helper()
+	dss := e.c.Client.AppsV1().DaemonSets(namespace)
+	var gen int64
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds, err := dss.Get(t.Context(), "tether-local", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(ds.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "driver" })
+		if i < 0 {
+			t.Fatal("no driver container in tether-local")
+		}
+		driver := &ds.Spec.Template.Spec.Containers[i]
+		driver.Args = append(slices.DeleteFunc(driver.Args, func(a string) bool { return strings.HasPrefix(a, "--slow-create") }), extra...)
+		ds, err = dss.Update(t.Context(), ds, metav1.UpdateOptions{})
+		if err == nil {
+			gen = ds.Generation
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.Eventually(t, "tether-local rolled out", func(ctx context.Context) (bool, error) {
+		ds, err := dss.Get(ctx, "tether-local", metav1.GetOptions{})
+		return err == nil && ds.Status.ObservedGeneration >= gen && ds.Status.UpdatedNumberScheduled == 2 &&
+			ds.Status.NumberReady == 2 && ds.Status.NumberUnavailable == 0, nil
+	})
+	e.waitDeployed(t)
+}
+
+// diskVolumes lists the volumes the local driver keeps on a node's disk.
+func (e *realEnv) diskVolumes(t *testing.T, node string) []string {
+	t.Helper()
+	entries, _ := os.ReadDir(filepath.Join(e.nodes[node].Data, "volumes"))
+	var ids []string
+	for _, d := range entries {
+		if id, ok := strings.CutSuffix(d.Name(), ".json"); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // binderLeaderPod is the name of the binder pod that holds the Lease (its
