@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,7 +114,7 @@ func (c *Cluster) StartRealNode(t T, name string, images []Image) *RealNode {
 		checkNothingLeft(t, n, before)
 	})
 	guardNode(t, n)
-	subnet := fmt.Sprintf("10.%d.%d", 200+rand.IntN(50), rand.IntN(250))
+	subnet := freeSubnet()
 	if err := n.writeFiles(c, subnet); err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +151,22 @@ func (c *Cluster) StartRealNode(t T, name string, images []Image) *RealNode {
 	})
 	t.Logf("node %s Ready in %s (kubelet port %d, bridge %s, folder %s)", name, time.Since(start).Round(100*time.Millisecond), n.Port, n.bridge, dir)
 	return n
+}
+
+// freeSubnet picks a /24 (as "10.a.b") for a node's bridge that no
+// interface of the host is on (other nodes' bridges included).
+func freeSubnet() string {
+	addrs, _ := net.InterfaceAddrs()
+	for {
+		subnet := fmt.Sprintf("10.%d.%d", 200+rand.IntN(50), rand.IntN(250))
+		_, cidr, _ := net.ParseCIDR(subnet + ".0/24")
+		if !slices.ContainsFunc(addrs, func(a net.Addr) bool {
+			ip, _, err := net.ParseCIDR(a.String())
+			return err == nil && cidr.Contains(ip)
+		}) {
+			return subnet
+		}
+	}
 }
 
 // inNamespace turns a command into nsenter arguments for the node's
