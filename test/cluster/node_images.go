@@ -52,12 +52,16 @@ var (
 
 // BuildStatic builds a main package of this module without cgo (and so
 // without the race detector), for an image with nothing but the binary.
+// The binary goes when the test ends (images keep their own copy); a
+// later test of the same binary builds it again, from Go's build cache.
 func BuildStatic(t T, pkg string) string {
 	t.Helper()
 	staticMu.Lock()
 	defer staticMu.Unlock()
 	if path, ok := staticCache[pkg]; ok {
-		return path
+		if _, err := os.Stat(path); err == nil {
+			return path
+		}
 	}
 	root, err := RepoRoot()
 	if err != nil {
@@ -67,6 +71,7 @@ func BuildStatic(t T, pkg string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	path := filepath.Join(dir, filepath.Base(strings.TrimSuffix(pkg, "/")))
 	cmd := exec.Command("go", "build", "-trimpath", "-o", path, pkg)
 	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
