@@ -24,6 +24,7 @@ build: ## build bin/binder, bin/provisioner and bin/kubectl-tether
 	$(GO) build -o bin/ ./cmd/...
 
 tools: ## build the pinned tools that are missing (first time: about 10 minutes)
+	@hack/node-debs.sh
 	@hack/tools/build.sh "$(TOOLS_BIN)"
 
 # `make test` runs with the race detector (it needs cgo): the test binaries
