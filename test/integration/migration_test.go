@@ -301,7 +301,6 @@ func TestMigrationBothWays(t *testing.T) {
 	waitVolumePhase(t, c.Client, "static-retain", corev1.VolumeReleased)
 	afterTether := w.accounted("tether")
 	handed := w.handBack()
-	w.stopTether()
 
 	// 3. The way back: the upstream pair takes over what tether made.
 	w.startUpstream()
