@@ -69,6 +69,14 @@ func (p patchVolumes) Update(ctx context.Context, pv *v1.PersistentVolume, opts 
 	}
 }
 
+// Create sends a copy: the client's encoder sets the object's kind on what
+// it is given, and the library puts the PV it saves into the informer's
+// store as well, where other goroutines read it (a data race the race
+// detector found when a save was retried in the background).
+func (p patchVolumes) Create(ctx context.Context, pv *v1.PersistentVolume, opts metav1.CreateOptions) (*v1.PersistentVolume, error) {
+	return p.PersistentVolumeInterface.Create(ctx, pv.DeepCopy(), opts)
+}
+
 // PatchKind says how an Update is sent.
 type PatchKind int
 

@@ -114,3 +114,21 @@ func TestPatchFinalizerClient(t *testing.T) {
 		t.Errorf("verbs %v, want %v", verbs, want)
 	}
 }
+
+// The PV the library saves is also in the informer's store: the client
+// must not be handed that object (its encoder writes the kind on it).
+func TestPatchFinalizerClientCreatesACopy(t *testing.T) {
+	cs := fake.NewClientset()
+	var sent runtime.Object
+	cs.PrependReactor("create", "persistentvolumes", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		sent = a.(clienttesting.CreateAction).GetObject()
+		return false, nil, nil
+	})
+	pv := patchPV("", "f")
+	if _, err := PatchFinalizerClient(cs).CoreV1().PersistentVolumes().Create(context.Background(), pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if sent == runtime.Object(pv) {
+		t.Error("the library's own PV object went to the client")
+	}
+}
