@@ -275,6 +275,25 @@ func sweepPV(name, driver, handle string) *v1.PersistentVolume {
 // over a scenario and checks what was deleted and reported. The sweep
 // takes a volume for an orphan only when it is seen so on two sweeps, and
 // deletes only one that carries this cluster's mark for a Delete class.
+// savedBetweenReads is the hand-off falling between the sweep's first two
+// reads: claim a's PV is saved and its record dropped (and the claim then
+// deleted, when deleted is true).
+func savedBetweenReads(deleted bool) func(*sweepWorld) {
+	return func(w *sweepWorld) {
+		if w.reads != 1 {
+			return
+		}
+		w.addPV(sweepPV(volA, driverNm, volA), false)
+		c, _, _ := w.claims.GetByKey(testNS + "/a")
+		settled := c.(*v1.PersistentVolumeClaim).DeepCopy()
+		inflight.Forget(settled)
+		w.updateClaim(settled)
+		if deleted {
+			w.deleteClaim(settled)
+		}
+	}
+}
+
 func TestSweepScenarios(t *testing.T) {
 	type scenario struct {
 		name   string
@@ -369,30 +388,11 @@ func TestSweepScenarios(t *testing.T) {
 		// Defect: the PV is saved and then the record dropped; PVs read
 		// before claims could see neither, and warn.
 		{name: "a volume whose PV appears between the two reads, its claim then deleted", policy: OrphanDelete,
-			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete); w.addClaim(sweepClaim("a", uidA, volA), false) },
-			between: func(w *sweepWorld) {
-				if w.reads != 1 {
-					return
-				}
-				w.addPV(sweepPV(volA, driverNm, volA), false)
-				c, _, _ := w.claims.GetByKey(testNS + "/a")
-				settled := c.(*v1.PersistentVolumeClaim).DeepCopy()
-				inflight.Forget(settled)
-				w.updateClaim(settled)
-				w.deleteClaim(settled)
-			}},
+			setup:   func(w *sweepWorld) { w.volume(volA, "", oursDelete); w.addClaim(sweepClaim("a", uidA, volA), false) },
+			between: savedBetweenReads(true)},
 		{name: "a volume whose PV appears between the two reads, its claim kept", policy: OrphanDelete,
-			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete); w.addClaim(sweepClaim("a", uidA, volA), false) },
-			between: func(w *sweepWorld) {
-				if w.reads != 1 {
-					return
-				}
-				w.addPV(sweepPV(volA, driverNm, volA), false)
-				c, _, _ := w.claims.GetByKey(testNS + "/a")
-				settled := c.(*v1.PersistentVolumeClaim).DeepCopy()
-				inflight.Forget(settled)
-				w.updateClaim(settled)
-			}},
+			setup:   func(w *sweepWorld) { w.volume(volA, "", oursDelete); w.addClaim(sweepClaim("a", uidA, volA), false) },
+			between: savedBetweenReads(false)},
 		// The caches lag the API: the PV is saved just before the
 		// re-check and only the API has it.
 		{name: "a volume that gets its PV just before the re-check (API only)", policy: OrphanDelete,

@@ -166,15 +166,7 @@ func (e *env) failover(t *testing.T) {
 // binderLeader is the binder process that holds the Lease.
 func (e *env) binderLeader(t *testing.T) *cluster.Process {
 	t.Helper()
-	var holder string
-	cluster.Eventually(t, "a binder leads", func(ctx context.Context) (bool, error) {
-		l, err := e.c.Client.CoordinationV1().Leases(namespace).Get(ctx, "tether-binder", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return false, nil
-		}
-		holder = *l.Spec.HolderIdentity
-		return true, nil
-	})
+	holder := binderLeaseHolder(t, e.c)
 	for _, b := range e.stack.Binders {
 		if strings.Contains(cluster.Tail(b.LogPath, 100000), `"Became leader" logger="binder" lease="`+namespace+`/tether-binder" identity="`+holder+`"`) {
 			return b
@@ -182,6 +174,22 @@ func (e *env) binderLeader(t *testing.T) *cluster.Process {
 	}
 	t.Fatalf("no binder log names the leader %s", holder)
 	return nil
+}
+
+// binderLeaseHolder waits for a binder to hold the Lease and returns the
+// holder's identity.
+func binderLeaseHolder(t *testing.T, c *cluster.Cluster) string {
+	t.Helper()
+	var holder string
+	cluster.Eventually(t, "a binder leads", func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, "tether-binder", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return false, nil
+		}
+		holder = *l.Spec.HolderIdentity
+		return true, nil
+	})
+	return holder
 }
 
 // checkNoDoubleBinding: no PV bound to two claims, no claim to two PVs.

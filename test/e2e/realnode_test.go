@@ -294,16 +294,7 @@ func (e *realEnv) diskVolumes(t *testing.T, node string) []string {
 // identity is the pod's host name plus a suffix).
 func (e *realEnv) binderLeaderPod(t *testing.T) string {
 	t.Helper()
-	var holder string
-	cluster.Eventually(t, "a binder leads", func(ctx context.Context) (bool, error) {
-		l, err := e.c.Client.CoordinationV1().Leases(namespace).Get(ctx, "tether-binder", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return false, nil
-		}
-		holder = *l.Spec.HolderIdentity
-		return true, nil
-	})
-	name, _, _ := strings.Cut(holder, "_")
+	name, _, _ := strings.Cut(binderLeaseHolder(t, e.c), "_")
 	return name
 }
 
