@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,10 +35,18 @@ import (
 //	BENCH_KCM_MAX_N    skip KCM above this size (default 10000)
 //	BENCH_WORKERS      our binder's --workers (default: its own default)
 //	BENCH_TIMEOUT      the longest wait for one run to bind everything (default 30m)
-//	BENCH_BINDERS      which binders, in order (default tether,kcm)
+//	BENCH_BINDERS      which binders, in order (default tether,kcm,floor; the
+//	                   floor is no binder, see floor.go)
+//	BENCH_ETCD_DELAY   etcd delays each way, comma-separated: each is a mode
+//	                   that runs everything (default 0,2.5ms; see
+//	                   cluster.Options.EtcdDelay)
+//	BENCH_RUNS         rounds of each binder at each size (default 1); the
+//	                   table shows the median round
 type benchConfig struct {
 	binders    []string
 	sizes      []int
+	delays     []time.Duration
+	runs       int
 	qps, burst int
 	kcmMaxN    int
 	workers    string
@@ -74,15 +83,21 @@ func loadConfig(t *testing.T) benchConfig {
 		t.Fatalf("BENCH_TIMEOUT: %v", err)
 	}
 	qps := atoi("BENCH_QPS", "2000")
-	binders := strings.Split(env("BENCH_BINDERS", "tether,kcm"), ",")
+	binders := strings.Split(env("BENCH_BINDERS", "tether,kcm,floor"), ",")
 	for _, b := range binders {
-		if b != "tether" && b != "kcm" {
-			t.Fatalf("BENCH_BINDERS: unknown binder %q (want tether or kcm)", b)
+		if b != "tether" && b != "kcm" && b != "floor" {
+			t.Fatalf("BENCH_BINDERS: unknown binder %q (want tether, kcm or floor)", b)
 		}
+	}
+	delays, err := ParseDelays(env("BENCH_ETCD_DELAY", DefaultDelays))
+	if err != nil {
+		t.Fatalf("BENCH_ETCD_DELAY: %v", err)
 	}
 	return benchConfig{
 		binders: binders,
 		sizes:   sizes,
+		delays:  delays,
+		runs:    atoi("BENCH_RUNS", "1"),
 		qps:     qps,
 		burst:   2 * qps,
 		kcmMaxN: atoi("BENCH_KCM_MAX_N", "10000"),
@@ -99,17 +114,27 @@ func TestBenchBinder(t *testing.T) {
 	}
 	cfg := loadConfig(t)
 	var results []Result
-	for _, n := range cfg.sizes {
-		for _, binder := range cfg.binders {
-			if binder == "kcm" && n > cfg.kcmMaxN {
-				results = append(results, Result{N: n, Binder: binder, Skipped: fmt.Sprintf("N > BENCH_KCM_MAX_N=%d", cfg.kcmMaxN)})
-				continue
+	for _, delay := range cfg.delays {
+		for _, n := range cfg.sizes {
+			for round := 1; round <= cfg.runs; round++ {
+				for _, binder := range cfg.binders {
+					if binder == "kcm" && n > cfg.kcmMaxN {
+						if round == 1 {
+							results = append(results, Result{N: n, Binder: binder, Delay: delay, Skipped: fmt.Sprintf("N > BENCH_KCM_MAX_N=%d", cfg.kcmMaxN)})
+						}
+						continue
+					}
+					r := Result{N: n, Binder: binder, Delay: delay, Skipped: "failed, see the log above"}
+					name := fmt.Sprintf("%s-%d-delay%s", binder, n, delay)
+					if cfg.runs > 1 {
+						name += fmt.Sprintf("#%d", round)
+					}
+					t.Run(name, func(t *testing.T) {
+						r = runOnce(t, cfg, binder, n, delay)
+					})
+					results = append(results, r)
+				}
 			}
-			r := Result{N: n, Binder: binder, Skipped: "failed, see the log above"}
-			t.Run(fmt.Sprintf("%s-%d", binder, n), func(t *testing.T) {
-				r = runOnce(t, cfg, binder, n)
-			})
-			results = append(results, r)
 		}
 	}
 	table := Table(results, cfg.qps, cfg.burst)
@@ -117,15 +142,19 @@ func TestBenchBinder(t *testing.T) {
 	fmt.Print(table)
 }
 
-func runOnce(t *testing.T, cfg benchConfig, binder string, n int) Result {
-	c := cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
+func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Duration) Result {
+	c := cluster.Start(t, cluster.Options{EtcdDelay: delay, APIServerArgs: map[string][]string{
 		"max-requests-inflight":          {"2000"},
 		"max-mutating-requests-inflight": {"1000"},
 	}})
 	ctx := t.Context()
-	fast := rest.CopyConfig(c.Config)
+	// A ServiceAccount token, as components in a cluster use (see
+	// cluster.AdminTokenKubeconfig), for the binders and the bench alike.
+	kubeconfig, config := c.AdminTokenKubeconfig(t)
+	fast := rest.CopyConfig(config)
 	fast.QPS, fast.Burst = 20000, 40000
 	admin := kubernetes.NewForConfigOrDie(fast)
+	apiPID, etcdPID := c.ControlPlanePIDs()
 
 	setupStart := time.Now()
 	if err := populate(ctx, admin, n); err != nil {
@@ -177,10 +206,20 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int) Result {
 	if binder == "tether" {
 		cluster.BuildBinary(t, "./cmd/binder") // compile before the clock starts
 	}
+	requestsBefore := apiRequests(t, c)
 	start := time.Now()
-	proc := startBinder(t, c, cfg, binder)
+	var proc *cluster.Process
+	floorDone := make(chan error, 1)
+	if binder == "floor" {
+		go func() { floorDone <- bindFloor(ctx, kubernetes.NewForConfigOrDie(fast), n) }()
+	} else {
+		proc = startBinder(t, c, cfg, binder, kubeconfig)
+	}
 	var peak atomic.Int64
 	sampleRSS := func() {
+		if proc == nil {
+			return
+		}
 		if v, err := readVmHWM(proc.Pid()); err == nil && v > peak.Load() {
 			peak.Store(v)
 		}
@@ -202,17 +241,29 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int) Result {
 	}()
 
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, cfg.timeout, true, func(context.Context) (bool, error) {
-		if !proc.Running() {
+		if proc != nil && !proc.Running() {
 			return false, errors.New("the binder exited")
+		}
+		select {
+		case err := <-floorDone:
+			if err != nil {
+				return false, err
+			}
+		default:
 		}
 		return bound() == n, nil
 	})
 	sampleRSS()
 	close(rssDone)
 	if err != nil {
-		t.Fatalf("%s N=%d: %d of %d claims Bound after %s: %v\n--- last lines of %s ---\n%s", binder, n, bound(), n,
-			time.Since(start).Round(time.Second), err, proc.LogPath, cluster.Tail(proc.LogPath, 30))
+		logs := ""
+		if proc != nil {
+			logs = fmt.Sprintf("\n--- last lines of %s ---\n%s", proc.LogPath, cluster.Tail(proc.LogPath, 30))
+		}
+		t.Fatalf("%s N=%d: %d of %d claims Bound after %s: %v%s", binder, n, bound(), n,
+			time.Since(start).Round(time.Second), err, logs)
 	}
+	requests := RequestsPerClaim(requestsBefore, apiRequests(t, c), n)
 	if err := checkVolumes(ctx, admin, n); err != nil {
 		t.Errorf("%s N=%d: %v", binder, n, err)
 	}
@@ -227,21 +278,54 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int) Result {
 		N: n, Binder: binder,
 		First: Percentile(latencies, 0), Total: Percentile(latencies, 100),
 		P50: Percentile(latencies, 50), P99: Percentile(latencies, 99),
-		PeakRSS: peak.Load(),
+		PeakRSS: peak.Load(), Delay: delay, Requests: requests,
 	}
-	t.Logf("%s N=%d: all Bound in %s (%.1f claims/s), p50 %s, p99 %s, peak RSS %s", binder, n,
-		seconds(r.Total), r.ClaimsPerSecond(), seconds(r.P50), seconds(r.P99), mib(r.PeakRSS))
+	r.APIServerRSS, _ = readVmHWM(apiPID)
+	r.EtcdRSS, _ = readVmHWM(etcdPID)
+	t.Logf("%s N=%d etcd delay %s: all Bound in %s (%.1f claims/s), p50 %s, p99 %s, peak RSS %s (kube-apiserver %s, etcd %s); %s",
+		binder, n, delay, seconds(r.Total), r.ClaimsPerSecond(), seconds(r.P50), seconds(r.P99), mib(r.PeakRSS),
+		mib(r.APIServerRSS), mib(r.EtcdRSS), requests)
 	return r
 }
 
-func startBinder(t *testing.T, c *cluster.Cluster, cfg benchConfig, binder string) *cluster.Process {
+// bindFloor lists the volumes and claims, as a binder's informers do, and
+// binds pv-i to claim-i with BindWrites, FloorConns pairs at a time.
+func bindFloor(ctx context.Context, cs kubernetes.Interface, n int) error {
+	pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	claims, err := cs.CoreV1().PersistentVolumeClaims(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	if len(pvs.Items) != n || len(claims.Items) != n {
+		return fmt.Errorf("listed %d volumes and %d claims, want %d of each", len(pvs.Items), len(claims.Items), n)
+	}
+	slices.SortFunc(pvs.Items, func(a, b corev1.PersistentVolume) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(claims.Items, func(a, b corev1.PersistentVolumeClaim) int { return strings.Compare(a.Name, b.Name) })
+	return parallelN(ctx, FloorConns, n, func(i int) error { return BindWrites(ctx, cs, &pvs.Items[i], &claims.Items[i]) })
+}
+
+// apiRequests reads the API server's request counters.
+func apiRequests(t *testing.T, c *cluster.Cluster) map[string]float64 {
+	raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Logf("reading the API server's metrics: %v", err)
+		return nil
+	}
+	return APIRequests(string(raw))
+}
+
+func startBinder(t *testing.T, c *cluster.Cluster, cfg benchConfig, binder, kubeconfig string) *cluster.Process {
 	qps := fmt.Sprintf("--kube-api-qps=%d", cfg.qps)
 	burst := fmt.Sprintf("--kube-api-burst=%d", cfg.burst)
 	if binder == "kcm" {
 		// KCM keeps its default --pvclaimbinder-sync-period (15s).
-		return c.StartControllerManager(t, []string{"persistentvolume-binder-controller"}, qps, burst)
+		// The later --kubeconfig wins over the cluster's own.
+		return c.StartControllerManager(t, []string{"persistentvolume-binder-controller"}, qps, burst, "--kubeconfig="+kubeconfig)
 	}
-	args := []string{"--kubeconfig=" + c.Kubeconfig, "--leader-elect=false", qps, burst, "-v=2"}
+	args := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", qps, burst, "-v=2"}
 	if cfg.workers != "" {
 		args = append(args, "--workers="+cfg.workers)
 	}
@@ -313,11 +397,17 @@ func populate(ctx context.Context, cs kubernetes.Interface, n int) error {
 // parallel runs fn(0..n-1) on createConns goroutines and returns the first
 // error.
 func parallel(ctx context.Context, n int, fn func(i int) error) error {
+	return parallelN(ctx, createConns, n, fn)
+}
+
+// parallelN runs fn(0..n-1) on conns goroutines and returns the first
+// error (AlreadyExists is not one).
+func parallelN(ctx context.Context, conns, n int, fn func(i int) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	next := atomic.Int64{}
 	var wg sync.WaitGroup
-	for range min(createConns, n) {
+	for range min(conns, n) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				i := int(next.Add(1)) - 1

@@ -77,17 +77,28 @@ func TestParseVmHWM(t *testing.T) {
 }
 
 func TestTable(t *testing.T) {
+	const delay = 2500 * time.Microsecond
 	results := []Result{
-		{N: 1000, Binder: "tether", First: time.Second, Total: 2 * time.Second, P50: time.Second, P99: 2 * time.Second, PeakRSS: 40 << 20},
+		{N: 1000, Binder: "tether", First: time.Second, Total: 2 * time.Second, P50: time.Second, P99: 2 * time.Second, PeakRSS: 40 << 20, APIServerRSS: 300 << 20},
 		{N: 1000, Binder: "kcm", First: time.Second, Total: 8 * time.Second, P50: 4 * time.Second, P99: 8 * time.Second, PeakRSS: 80 << 20},
+		{N: 1000, Binder: "floor", First: time.Second, Total: 1600 * time.Millisecond, P50: time.Second, P99: 1600 * time.Millisecond},
 		{N: 10000, Binder: "kcm", Skipped: "N > BENCH_KCM_MAX_N"},
+		{N: 1000, Binder: "tether", Delay: delay, Total: 5 * time.Second},
+		{N: 1000, Binder: "tether", Delay: delay, Total: 4 * time.Second, First: time.Second, P50: 2 * time.Second, P99: 4 * time.Second},
+		{N: 1000, Binder: "tether", Delay: delay, Skipped: "failed"},
 	}
 	got := Table(results, 2000, 4000)
 	for _, want := range []string{
 		"QPS 2000, burst 4000",
-		"   1000  tether             1.00s       2.00s      500.0     1.00s     2.00s   40.0 MiB",
-		"   1000  tether/kcm         1.00x       0.25x      4.00x     0.25x     0.25x      0.50x",
-		"  10000  kcm          skipped: N > BENCH_KCM_MAX_N",
+		"etcd on loopback, no added delay:",
+		"   1000  tether              1.00s       2.00s      500.0     1.00s     2.00s    40.0 MiB   300.0 MiB    0.0 MiB",
+		"   1000  tether/kcm          1.00x       0.25x      4.00x     0.25x     0.25x       0.50x",
+		"   1000  tether/floor        1.00x       1.25x      0.80x",
+		"  10000  kcm           skipped: N > BENCH_KCM_MAX_N",
+		"etcd 2.5ms further each way (5ms per etcd round trip, BENCH_ETCD_DELAY=2.5ms):",
+		// The median of 4 s, 5 s and a failed round is the 4 s one.
+		"   1000  tether              1.00s       4.00s      250.0",
+		"1000 tether, claims/s of each of 3 rounds: 200.0, 250.0, failed",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table misses %q:\n%s", want, got)
@@ -129,5 +140,17 @@ func TestCPUParsing(t *testing.T) {
 		CPU{Busy: 600, Steal: 100, Total: 2000, ByProgram: map[string]int64{"etcd": 110}}, 100)
 	if want := "machine CPU busy 50%, stolen 10%; etcd 1.00s (10.0 ms/claim)"; line != want {
 		t.Errorf("CPUUse: %q, want %q", line, want)
+	}
+}
+
+func TestParseDelays(t *testing.T) {
+	got, err := ParseDelays(" 0, 2.5ms,")
+	if err != nil || len(got) != 2 || got[0] != 0 || got[1] != 2500*time.Microsecond {
+		t.Errorf("ParseDelays: %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "x", "-1ms", "5"} {
+		if _, err := ParseDelays(bad); err == nil {
+			t.Errorf("ParseDelays(%q) took it", bad)
+		}
 	}
 }

@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,11 @@ type Options struct {
 	// nodes need (RealNodeArgs) and ServiceAccount admission. See
 	// StartRealNode.
 	RealNodes bool
+	// EtcdDelay, when set, puts a DelayProxy between kube-apiserver and
+	// etcd that adds this much to each direction: every etcd round trip
+	// takes twice EtcdDelay longer, as a commit to disk and replication
+	// do in a real cluster. Benchmarks use it (BENCH_ETCD_DELAY).
+	EtcdDelay time.Duration
 }
 
 // Cluster is a running control plane.
@@ -48,6 +54,21 @@ type Cluster struct {
 
 	env     *envtest.Environment
 	certDir string
+}
+
+// delayEtcd fixes etcd's client address and points kube-apiserver at a
+// DelayProxy to it, which stops after the control plane (clean-ups run last
+// first).
+func delayEtcd(t T, env *envtest.Environment, delay time.Duration) {
+	t.Helper()
+	etcdAddr := FreeAddr(t)
+	env.ControlPlane.Etcd = &envtest.Etcd{URL: &url.URL{Scheme: "http", Host: etcdAddr}}
+	proxy, err := StartDelayProxy(etcdAddr, delay)
+	if err != nil {
+		t.Fatalf("etcd delay proxy: %v", err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	env.ControlPlane.GetAPIServer().Configure().Set("etcd-servers", "http://"+proxy.Addr)
 }
 
 // Start brings up a control plane, or fails the test. It is stopped by t.Cleanup.
@@ -84,6 +105,9 @@ func Start(t T, opts Options) *Cluster {
 		// envtest turns ServiceAccount admission off; pods that talk to
 		// the API server need it (their token volume).
 		api.Configure().Disable("disable-admission-plugins")
+	}
+	if opts.EtcdDelay > 0 {
+		delayEtcd(t, env, opts.EtcdDelay)
 	}
 	if _, err := env.Start(); err != nil {
 		_ = env.Stop()

@@ -1,0 +1,150 @@
+package cluster
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// DelayProxy is a TCP proxy that adds a fixed latency to each direction of
+// every connection, to make a loopback etcd answer as one on disks and
+// across a network would (see Options.EtcdDelay). It delays, it does not
+// throttle: every chunk read is stamped and written out Delay later, in
+// order, while the next chunks are already being read, so a stream of
+// pipelined requests (etcd's gRPC streams many on one connection) is not
+// serialized by the delay.
+type DelayProxy struct {
+	// Addr is where the proxy listens (127.0.0.1:port).
+	Addr string
+
+	target string
+	delay  time.Duration
+	ln     net.Listener
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// StartDelayProxy listens on a free loopback port and forwards each
+// connection to target with delay added each way. Close stops it.
+func StartDelayProxy(target string, delay time.Duration) (*DelayProxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &DelayProxy{Addr: ln.Addr().String(), target: target, delay: delay, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Go(p.serve)
+	return p, nil
+}
+
+// Close stops listening, cuts every connection and waits for the
+// proxy's goroutines.
+func (p *DelayProxy) Close() error {
+	err := p.ln.Close()
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return err
+}
+
+// track registers a connection so that Close cuts it; false once closed.
+func (p *DelayProxy) track(conns ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	for _, c := range conns {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *DelayProxy) untrack(conns ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range conns {
+		delete(p.conns, c)
+		c.Close()
+	}
+}
+
+func (p *DelayProxy) serve() {
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Go(func() {
+			server, err := net.Dial("tcp", p.target)
+			if err != nil {
+				client.Close()
+				return
+			}
+			if !p.track(client, server) {
+				client.Close()
+				server.Close()
+				return
+			}
+			defer p.untrack(client, server)
+			var both sync.WaitGroup
+			both.Go(func() { p.pipe(server, client) })
+			both.Go(func() { p.pipe(client, server) })
+			both.Wait()
+		})
+	}
+}
+
+// chunk is bytes read from one side, due on the other side at due.
+type chunk struct {
+	data []byte
+	due  time.Time
+}
+
+// pipe copies src to dst, each chunk delayed. When src ends, dst's write
+// side is closed after the last chunk; when either fails, both connections
+// are closed, which ends the other direction too.
+func (p *DelayProxy) pipe(dst, src net.Conn) {
+	queue := make(chan chunk, 1024)
+	var writer sync.WaitGroup
+	writer.Go(func() {
+		for c := range queue {
+			if wait := time.Until(c.due); wait > 0 {
+				time.Sleep(wait)
+			}
+			if _, err := dst.Write(c.data); err != nil {
+				src.Close()
+				dst.Close()
+				for range queue { // let the reader finish
+				}
+				return
+			}
+		}
+		if tcp, ok := dst.(*net.TCPConn); ok {
+			_ = tcp.CloseWrite()
+		}
+	})
+	buf := make([]byte, 64*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			queue <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(p.delay)}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				dst.Close()
+			}
+			break
+		}
+	}
+	close(queue)
+	writer.Wait()
+}
