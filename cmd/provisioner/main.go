@@ -277,6 +277,7 @@ func run(ctx context.Context, o options) error {
 		if publisher != nil {
 			_, _ = classInf.Informer().AddEventHandler(publisher.ClassHandler())
 			_, _ = csiNodeInf.Informer().AddEventHandler(publisher.CSINodeHandler())
+			_, _ = nodeInf.Informer().AddEventHandler(topologyLabelHandler(driver, csiNodeInf.Lister(), publisher.Trigger))
 			go publisher.Run(ctx)
 		}
 		klog.FromContext(ctx).Info("Provisioner started", "driver", driver, "workers", o.workers)

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/tether-csi/tether/pkg/provisioner"
 )
@@ -51,4 +53,46 @@ func segmentsFunc(driver string, node *provisioner.NodeDeployment, csiNodes stor
 		}
 		return out, nil
 	}
+}
+
+// topologyLabelHandler asks for a capacity refresh when a node that runs
+// the driver gains, loses or changes one of its topology labels. Kubelet
+// writes those labels and the CSINode entry in two requests, and the two
+// informers may deliver them in either order: when the CSINode comes
+// first, segmentsFunc skips the node (no label yet), and without this the
+// node's first objects would wait for the next poll.
+func topologyLabelHandler(driver string, csiNodes storagelisters.CSINodeLister, trigger func()) cache.ResourceEventHandler {
+	keysOf := func(node string) []string {
+		cn, err := csiNodes.Get(node)
+		if err != nil {
+			return nil
+		}
+		i := slices.IndexFunc(cn.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == driver })
+		if i < 0 {
+			return nil
+		}
+		return cn.Spec.Drivers[i].TopologyKeys
+	}
+	return cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			a, okA := old.(*corev1.Node)
+			b, okB := obj.(*corev1.Node)
+			if okA && okB && topologyChanged(a.Labels, b.Labels, keysOf(b.Name)) {
+				trigger()
+			}
+		},
+	}
+}
+
+// topologyChanged reports whether any of keys differs between two label
+// sets (present in one only, or with another value).
+func topologyChanged(old, cur map[string]string, keys []string) bool {
+	for _, k := range keys {
+		a, hadIt := old[k]
+		b, hasIt := cur[k]
+		if hadIt != hasIt || a != b {
+			return true
+		}
+	}
+	return false
 }
