@@ -4,18 +4,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
+	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-csi/tether/test/cluster"
 )
@@ -53,19 +48,13 @@ func main() {
 
 func run(r *runner) int {
 	ctx := r.Context()
-	step("Building the binder, the provisioner and the local driver")
-	for _, pkg := range []string{"./cmd/binder", "./cmd/provisioner", "./examples/local-driver"} {
-		fmt.Printf("  go build %s\n", pkg)
-		cluster.BuildBinary(r, pkg)
-	}
-	step("Starting etcd, kube-apiserver, kube-scheduler and kube-controller-manager (its PV binder off)")
-	c := cluster.Start(r, cluster.Options{Scheduler: true, Controllers: []string{
-		"persistentvolumeclaim-protection-controller", "persistentvolume-protection-controller"}})
-	step("Starting two fake nodes, each with the local driver and a tether provisioner, and the tether binder")
-	cluster.StartLocalStack(r, c, cluster.StackOptions{})
-	kubectl, err := cluster.Tool("kubectl")
-	if err != nil {
-		r.Fatal(err)
+	var c *cluster.Cluster
+	var nodes map[string]*cluster.RealNode
+	if err := cluster.RealNodeHostReady(); err != nil {
+		fmt.Printf("\n(No real nodes on this machine: %v.\n The demo runs on fake nodes: claims bind, but no pod runs.)\n", err)
+		c = startFake(r)
+	} else {
+		c, nodes = startReal(r)
 	}
 	root, err := cluster.RepoRoot()
 	if err != nil {
@@ -73,23 +62,25 @@ func run(r *runner) int {
 	}
 	step("Applying the examples")
 	for _, m := range manifests {
-		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig="+c.Kubeconfig, "apply", "-f",
-			filepath.Join(root, "examples", m)).CombinedOutput()
-		fmt.Print(indent(string(out)))
-		if err != nil {
-			r.Fatalf("kubectl apply -f examples/%s: %v", m, err)
-		}
+		fmt.Print(indent(string(c.Kubectl(r, nil, "apply", "-f", filepath.Join(root, "examples", m)))))
 	}
 	step("Watching the claims (Ctrl-C to stop)")
-	allBound := watch(ctx, c.Client)
+	done := watch(ctx, c.Client, nodes)
+	kubectl, _ := cluster.Tool("kubectl")
 	fmt.Printf("\nWhat to type next (while this runs):\n")
 	fmt.Printf("  %s --kubeconfig %s get pvc,pv,pods -o wide\n", kubectl, c.Kubeconfig)
 	fmt.Printf("  %s --kubeconfig %s describe pvc web-data\n", kubectl, c.Kubeconfig)
 	fmt.Printf("  %s --kubeconfig %s get csistoragecapacities -o wide\n", kubectl, c.Kubeconfig)
+	if nodes != nil {
+		fmt.Printf("  %s --kubeconfig %s -n %s get pods -o wide\n", kubectl, c.Kubeconfig, cluster.DeployNamespace)
+		for _, name := range slices.Sorted(maps.Keys(nodes)) {
+			fmt.Printf("  ls -R %s   # the disk of %s (its local volumes)\n", filepath.Join(nodes[name].Data, "volumes"), name)
+		}
+	}
 	fmt.Printf("  component logs: %s/*.log\n", c.Dir)
 	if os.Getenv("DEMO_EXIT") == "1" {
-		if !allBound {
-			fmt.Println("\nNot every claim was bound.")
+		if !done {
+			fmt.Println("\nNot every claim was bound (or not every pod wrote to its volume).")
 			return 1
 		}
 		fmt.Println("\nEvery claim is bound (DEMO_EXIT=1: ending now).")
@@ -100,74 +91,39 @@ func run(r *runner) int {
 	return 0
 }
 
-// watch shows the claims' table until every claim is Bound or the settle
-// time ends, and reports whether every claim was bound.
-func watch(ctx context.Context, cs kubernetes.Interface) bool {
-	tty := isTerminal()
-	boundAt := map[string]time.Duration{}
-	last := ""
-	deadline := time.Now().Add(settleTimeout)
-	ticker := time.NewTicker(500 * time.Millisecond)
-	defer ticker.Stop()
-	for {
-		table, done := render(ctx, cs, boundAt)
-		if table != last {
-			if tty && last != "" {
-				fmt.Printf("\033[%dA\033[J", strings.Count(last, "\n"))
-			}
-			fmt.Print(table)
-			last = table
-		}
-		if done || time.Now().After(deadline) {
-			return done
-		}
-		select {
-		case <-ctx.Done():
-			return done
-		case <-ticker.C:
-		}
+// startReal starts the control plane and two real nodes (kubelet,
+// containerd, runc), and runs deploy/csi on them as pods.
+func startReal(r *runner) (*cluster.Cluster, map[string]*cluster.RealNode) {
+	step("Building tether's images (binder, provisioner, local driver, registrar) from static binaries")
+	images := cluster.NodeImages(r)
+	step("Starting etcd, kube-apiserver, kube-scheduler and kube-controller-manager (its PV binder off)")
+	c := cluster.Start(r, cluster.Options{RealNodes: true, Scheduler: true,
+		Controllers: []string{"*", "-persistentvolume-binder-controller"}})
+	step("Starting two real nodes: kubelet, containerd and runc, each in a mount namespace of its own")
+	nodes := map[string]*cluster.RealNode{}
+	for _, name := range []string{"node-1", "node-2"} {
+		nodes[name] = c.StartRealNode(r, name, images)
 	}
+	step("Applying deploy/csi (tether's binder Deployment; the local driver DaemonSet with tether's provisioner)")
+	took := c.DeployCSI(r, slices.Sorted(maps.Keys(nodes)))
+	fmt.Printf("  running on both nodes %s after apply\n", took.Round(100*time.Millisecond))
+	return c, nodes
 }
 
-// render makes the table of claims; done is true when all are Bound.
-func render(ctx context.Context, cs kubernetes.Interface, boundAt map[string]time.Duration) (string, bool) {
-	claims, err := cs.CoreV1().PersistentVolumeClaims("default").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Sprintf("  (cannot list claims: %v)\n", err), false
+// startFake starts the control plane, and two fake nodes each with the
+// local driver and tether's provisioner as processes, and the binder.
+func startFake(r *runner) *cluster.Cluster {
+	step("Building the binder, the provisioner and the local driver")
+	for _, pkg := range []string{"./cmd/binder", "./cmd/provisioner", "./examples/local-driver"} {
+		fmt.Printf("  go build %s\n", pkg)
+		cluster.BuildBinary(r, pkg)
 	}
-	pvs, _ := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
-	nodeOf := map[string]string{}
-	if pvs != nil {
-		for _, pv := range pvs.Items {
-			nodeOf[pv.Name] = cluster.PVNode(&pv)
-		}
-	}
-	slices.SortFunc(claims.Items, func(a, b corev1.PersistentVolumeClaim) int { return strings.Compare(a.Name, b.Name) })
-	var b strings.Builder
-	fmt.Fprintf(&b, "  %-12s %-8s %-42s %-7s %-9s %s\n", "CLAIM", "STATUS", "VOLUME", "NODE", "CAPACITY", "BOUND IN")
-	done := len(claims.Items) > 0
-	for _, pvc := range claims.Items {
-		status := string(pvc.Status.Phase)
-		bound := ""
-		if pvc.Status.Phase == corev1.ClaimBound {
-			if _, ok := boundAt[pvc.Name]; !ok {
-				boundAt[pvc.Name] = time.Since(pvc.CreationTimestamp.Time).Round(100 * time.Millisecond)
-			}
-			bound = boundAt[pvc.Name].String()
-		} else {
-			done = false
-		}
-		capacity := ""
-		if q, ok := pvc.Status.Capacity[corev1.ResourceStorage]; ok {
-			capacity = q.String()
-		}
-		node := nodeOf[pvc.Spec.VolumeName]
-		if node == "" {
-			node = pvc.Annotations["volume.kubernetes.io/selected-node"]
-		}
-		fmt.Fprintf(&b, "  %-12s %-8s %-42s %-7s %-9s %s\n", pvc.Name, status, pvc.Spec.VolumeName, node, capacity, bound)
-	}
-	return b.String(), done
+	step("Starting etcd, kube-apiserver, kube-scheduler and kube-controller-manager (its PV binder off)")
+	c := cluster.Start(r, cluster.Options{Scheduler: true, Controllers: []string{
+		"persistentvolumeclaim-protection-controller", "persistentvolume-protection-controller"}})
+	step("Starting two fake nodes, each with the local driver and a tether provisioner, and the tether binder")
+	cluster.StartLocalStack(r, c, cluster.StackOptions{})
+	return c
 }
 
 func step(s string) { fmt.Printf("\n==> %s\n", s) }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -72,6 +73,13 @@ var RealNodeArgs = map[string][]string{
 // CheckRealNodeHost fails the test with what is missing for real nodes.
 func CheckRealNodeHost(t T) {
 	t.Helper()
+	if err := RealNodeHostReady(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RealNodeHostReady says what this host lacks to run real nodes, or nil.
+func RealNodeHostReady() error {
 	var missing []string
 	for _, p := range []string{"/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2", "/usr/sbin/runc", "/usr/lib/cni/bridge",
 		"/usr/lib/cni/host-local", "/usr/lib/cni/loopback", "/bin/busybox"} {
@@ -80,14 +88,13 @@ func CheckRealNodeHost(t T) {
 		}
 	}
 	if len(missing) > 0 {
-		t.Fatalf("real nodes need %s: apt-get install -y containerd runc containernetworking-plugins busybox-static", strings.Join(missing, ", "))
+		return fmt.Errorf("real nodes need %s: apt-get install -y containerd runc containernetworking-plugins busybox-static", strings.Join(missing, ", "))
 	}
 	if os.Geteuid() != 0 {
-		t.Fatal("real nodes need root")
+		return errors.New("real nodes need root")
 	}
-	if _, err := Tool("kubelet"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := Tool("kubelet")
+	return err
 }
 
 // StartRealNode starts a node named name, with images imported, and waits

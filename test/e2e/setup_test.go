@@ -7,7 +7,6 @@ package e2e
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,10 +18,9 @@ const namespace = "tether-system"
 
 // env is one e2e cluster with tether on it.
 type env struct {
-	c       *cluster.Cluster
-	stack   *cluster.Stack
-	kubectl string
-	root    string
+	c     *cluster.Cluster
+	stack *cluster.Stack
+	root  string
 }
 
 // The controllers a real cluster runs, less the PV binder (ours replaces
@@ -33,15 +31,11 @@ var kcmControllers = []string{"*", "-persistentvolume-binder-controller", "-node
 func setUp(t *testing.T) *env {
 	t.Helper()
 	c := cluster.Start(t, cluster.Options{Scheduler: true, Controllers: kcmControllers})
-	kubectl, err := cluster.Tool("kubectl")
-	if err != nil {
-		t.Fatal(err)
-	}
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{c: c, kubectl: kubectl, root: root}
+	e := &env{c: c, root: root}
 
 	// The whole tree must be acceptable to the API server as it is. A
 	// server-side dry run cannot create the namespace its objects need, so
@@ -65,16 +59,7 @@ func setUp(t *testing.T) *env {
 // run runs kubectl as the admin and returns its output.
 func (e *env) run(t *testing.T, stdin []byte, args ...string) []byte {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), e.kubectl, append([]string{"--kubeconfig=" + e.c.Kubeconfig}, args...)...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errOut.String())
-	}
-	return out.Bytes()
+	return e.c.Kubectl(t, stdin, args...)
 }
 
 // apply applies a file of examples/.
