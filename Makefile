@@ -17,7 +17,7 @@ TEST_TIMEOUT ?= 30m
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-demo: tools ## run tether on a local control plane and watch claims bind (DEMO_EXIT=1 to end by itself)
+demo: tools ## run tether on a local control plane with two real nodes and watch claims bind and pods write (DEMO_EXIT=1 to end by itself)
 	@$(GO) run ./hack/demo
 
 build: ## build bin/binder, bin/provisioner and bin/kubectl-tether
