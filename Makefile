@@ -51,10 +51,10 @@ chaos: tools ## the chaos run: CHAOS_CLAIMS claims under kills and deletes (make
 	CHAOS_CLAIMS=$(CHAOS_CLAIMS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_DURATION=$(CHAOS_DURATION) \
 	  $(GO) test -count=1 -timeout 60m -v -run '^TestChaos$$' ./test/chaos/
 
-bench-provisioner: tools ## tether binder+provisioner against KCM+external-provisioner v6.3.0: 1000 Immediate claims (BENCH_N, BENCH_QPS, BENCH_RUNS, BENCH_ONLY, BENCH_PPROF)
+bench-provisioner: tools ## tether binder+provisioner against KCM+external-provisioner v6.3.0 and the floor: 1000 Immediate claims, etcd on loopback and 2.5ms away (BENCH_N, BENCH_QPS, BENCH_RUNS, BENCH_ONLY, BENCH_ETCD_DELAY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -v -run '^TestBenchProvisioner$$' ./test/benchprov/
 
-bench-wffc: tools ## 200 pods with WaitForFirstConsumer claims through kube-scheduler, tether against KCM+EP (BENCH_N, BENCH_QPS, BENCH_RUNS=5, BENCH_ONLY, BENCH_PPROF)
+bench-wffc: tools ## 200 pods with WaitForFirstConsumer claims through kube-scheduler, tether against KCM+EP, etcd on loopback and 2.5ms away (BENCH_N, BENCH_QPS, BENCH_RUNS=5, BENCH_ONLY, BENCH_ETCD_DELAY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 60m -v -run '^TestBenchWFFC$$' ./test/benchprov/
 
 unit: ## unit tests only (no control plane)
@@ -85,7 +85,8 @@ clean-tools: ## remove the tools cache (the next `make tools` rebuilds it)
 
 # Binder comparison with kube-controller-manager: test/diff and test/bench.
 # `make test-diff DIFF_SCENARIOS=20 DIFF_SEED=7`; the bench reads BENCH_N,
-# BENCH_QPS, BENCH_KCM_MAX_N, BENCH_WORKERS, BENCH_BINDERS from the environment.
+# BENCH_QPS, BENCH_KCM_MAX_N, BENCH_WORKERS, BENCH_BINDERS, BENCH_ETCD_DELAY,
+# BENCH_RUNS, BENCH_TIMEOUT from the environment (see test/bench/bench_test.go).
 DIFF_SCENARIOS ?= 200
 DIFF_SEED ?= 1
 
@@ -95,5 +96,5 @@ test-diff: tools ## differential test: our binder against KCM's on random scenar
 	DIFF_SCENARIOS=$(DIFF_SCENARIOS) DIFF_SEED=$(DIFF_SEED) \
 	  $(GO) test -count=1 -timeout 120m -run '^TestDifferential$$' -v ./test/diff/
 
-bench-binder: tools ## time our binder and KCM's binding N volumes to N claims (BENCH_N, BENCH_QPS)
+bench-binder: tools ## time our binder, KCM's and the floor binding N volumes to N claims, etcd on loopback and 2.5ms away (BENCH_N, BENCH_QPS, BENCH_RUNS, BENCH_ETCD_DELAY)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 180m -run '^TestBenchBinder$$' -v ./test/bench/

@@ -35,11 +35,14 @@ import (
 
 const driverName = "mock.csi.tether.dev"
 
-// pair is one binder + provisioner combination at one QPS setting.
+// pair is one binder + provisioner combination at one QPS setting, or the
+// floor: no component, the pipeline's writes from a plain client
+// (bench.ProvisionWrites).
 type pair struct {
-	name     string // "tether" or "upstream"
+	name     string // "tether", "upstream" or "floor"
 	qps      int    // 0: each component's default
 	upstream bool
+	floor    bool
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -63,9 +66,12 @@ func TestBenchProvisioner(t *testing.T) {
 	}
 	n := envInt(t, "BENCH_N", 1000)
 	qps := envInt(t, "BENCH_QPS", 2000)
-	pairs := []pair{{"tether", 0, false}, {"upstream", 0, true}, {"tether", qps, false}, {"upstream", qps, true}}
+	pairs := []pair{{name: "tether"}, {name: "upstream", upstream: true}, {name: "tether", qps: qps},
+		{name: "upstream", qps: qps, upstream: true}, {name: "floor", floor: true}}
 	// One round: the upstream pair at its defaults alone takes four minutes.
-	rows := runAll(t, pairs, 1, func(t *testing.T, p pair, label string) row { return runPair(t, p, n, label) })
+	rows := runAll(t, pairs, 1, func(t *testing.T, p pair, label string, delay time.Duration) row {
+		return runPair(t, p, n, label, delay)
+	})
 	report := render(fmt.Sprintf("provisioner bench: %d claims (1Gi, Immediate, Delete) through the csi-test mock driver", n), rows)
 	t.Log("\n" + report)
 	fmt.Print(report)
@@ -80,17 +86,27 @@ func qpsLabel(q int) string {
 	return "qps" + strconv.Itoa(q)
 }
 
-func runPair(t *testing.T, p pair, n int, label string) row {
-	c := cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
+func runPair(t *testing.T, p pair, n int, label string, delay time.Duration) row {
+	c := cluster.Start(t, cluster.Options{EtcdDelay: delay, APIServerArgs: map[string][]string{
 		"max-requests-inflight": {"2000"}, "max-mutating-requests-inflight": {"1000"}}})
 	bc := benchClients(t, c)
-	binder, prov := startPair(t, c, p, bc)
+	var binder, prov *cluster.Process
+	if !p.floor {
+		binder, prov = startPair(t, c, p, bc)
+	}
 	mode := storagev1.VolumeBindingImmediate
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Provisioner: driverName, VolumeBindingMode: &mode}
 	if _, err := c.Client.StorageV1().StorageClasses().Create(t.Context(), sc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return measure(t, c, bc, p, n, label, "bench", nil, binder, prov)
+}
+
+// floorWrites makes, for the floor, the pipeline's writes for claim i just
+// created: with events for four claims in five (tether's pair records
+// about 0.8 per claim, client-go's event rate limit drops the rest).
+func floorWrites(ctx context.Context, cs kubernetes.Interface, i int, pvc *corev1.PersistentVolumeClaim) error {
+	return bench.ProvisionWrites(ctx, cs, pvc, driverName, i%5 != 4)
 }
 
 // clients is how every component of a bench, and the bench itself, reach
@@ -115,8 +131,14 @@ func measure(t *testing.T, c *cluster.Cluster, bc clients, p pair, n int, label,
 	before := apiRequests(t, c)
 	stopProfile := profileAPIServer(t, c, label)
 	cpuBefore := bench.ReadCPU(programs...)
-	lat, total, err := createAndWait(t, bc.config, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, class) }, podOf)
-	r := row{label: label, n: n, total: total, upstream: p.upstream, qps: p.qps}
+	var after func(context.Context, kubernetes.Interface, int, *corev1.PersistentVolumeClaim) error
+	if p.floor {
+		after = floorWrites
+	}
+	apiPID, etcdPID := c.ControlPlanePIDs()
+	lat, total, err := createAndWait(t, bc.config, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, class) }, podOf, after)
+	r := row{label: label, n: n, total: total, upstream: p.upstream, floor: p.floor, qps: p.qps}
+	r.apiRSS, r.etcdRSS = pidRSS(apiPID), pidRSS(etcdPID)
 	r.cpu = bench.CPUUse(cpuBefore, bench.ReadCPU(programs...), n)
 	stopProfile()
 	r.requests = bench.RequestsPerClaim(before, apiRequests(t, c), n) + eventsByReason(t, c, n)
@@ -180,9 +202,11 @@ func claim(i int, class string) *corev1.PersistentVolumeClaim {
 
 // createAndWait creates n claims (and, with podOf, a pod for each) as fast
 // as the API server takes them, and waits until a watch has seen all of
-// them Bound. Latencies run from each claim's creation to its Bound.
+// them Bound. Latencies run from each claim's creation to its Bound. after,
+// if set, runs for each claim once it is created, on the same goroutine
+// (64 at a time).
 func createAndWait(t *testing.T, config *rest.Config, n int, claimOf func(int) *corev1.PersistentVolumeClaim,
-	podOf func(int) *corev1.Pod) ([]time.Duration, time.Duration, error) {
+	podOf func(int) *corev1.Pod, after func(context.Context, kubernetes.Interface, int, *corev1.PersistentVolumeClaim) error) ([]time.Duration, time.Duration, error) {
 	ctx := t.Context()
 	fast := rest.CopyConfig(config)
 	fast.QPS, fast.Burst = 20000, 40000
@@ -242,9 +266,16 @@ func createAndWait(t *testing.T, config *rest.Config, n int, claimOf func(int) *
 			mu.Lock()
 			created[pvc.Name] = time.Now()
 			mu.Unlock()
-			if _, err := admin.CoreV1().PersistentVolumeClaims("default").Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			out, err := admin.CoreV1().PersistentVolumeClaims("default").Create(ctx, pvc, metav1.CreateOptions{})
+			if err != nil {
 				errs <- err
 				return
+			}
+			if after != nil {
+				if err := after(ctx, admin, i, out); err != nil {
+					errs <- err
+					return
+				}
 			}
 			if podOf != nil {
 				select {
@@ -357,7 +388,18 @@ func apiRequests(t *testing.T, c *cluster.Cluster) map[string]float64 {
 }
 
 func peakRSS(p *cluster.Process) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if p == nil {
+		return 0
+	}
+	return pidRSS(p.Pid())
+}
+
+// pidRSS is a process's VmHWM, 0 if it cannot be read.
+func pidRSS(pid int) int64 {
+	if pid == 0 {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}

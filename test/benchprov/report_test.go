@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-csi/tether/test/bench"
 )
 
 // row is one measured run.
@@ -18,42 +20,66 @@ type row struct {
 	failed             string
 	requests           string // API requests per claim, by verb and resource
 	cpu                string // CPU use during the run
-	upstream           bool
+	apiRSS, etcdRSS    int64  // kube-apiserver's and etcd's VmHWM
+	upstream, floor    bool
 	qps                int
-	round              int // which of BENCH_RUNS rounds
+	round              int           // which of BENCH_RUNS rounds
+	delay              time.Duration // etcd delay each way (BENCH_ETCD_DELAY)
 }
 
-// runAll runs every selected pair BENCH_RUNS times (default defaultRuns),
-// the pairs interleaved within each round so that a slow spell of the
-// machine does not land on one pair only.
-func runAll(t *testing.T, pairs []pair, defaultRuns int, run func(*testing.T, pair, string) row) []row {
+// runAll runs, for each etcd delay of BENCH_ETCD_DELAY (default
+// bench.DefaultDelays), every selected pair BENCH_RUNS times (default
+// defaultRuns), the pairs interleaved within each round so that a slow
+// spell of the machine does not land on one pair only.
+func runAll(t *testing.T, pairs []pair, defaultRuns int, run func(*testing.T, pair, string, time.Duration) row) []row {
 	runs := envInt(t, "BENCH_RUNS", defaultRuns)
+	delays := os.Getenv("BENCH_ETCD_DELAY")
+	if delays == "" {
+		delays = bench.DefaultDelays
+	}
+	ds, err := bench.ParseDelays(delays)
+	if err != nil {
+		t.Fatalf("BENCH_ETCD_DELAY: %v", err)
+	}
 	var rows []row
-	for round := 1; round <= runs; round++ {
-		for _, p := range pairs {
-			label := fmt.Sprintf("%s@%s", p.name, qpsLabel(p.qps))
-			if !selected(p, label) {
-				continue
+	for _, delay := range ds {
+		for round := 1; round <= runs; round++ {
+			for _, p := range pairs {
+				label := fmt.Sprintf("%s@%s", p.name, qpsLabel(p.qps))
+				if p.floor {
+					label = p.name
+				}
+				if !selected(p, label) {
+					continue
+				}
+				name := fmt.Sprintf("%s/delay%s", label, delay)
+				if runs > 1 {
+					name = fmt.Sprintf("%s#%d", name, round)
+				}
+				t.Run(name, func(t *testing.T) {
+					r := run(t, p, label, delay)
+					r.round, r.delay = round, delay
+					rows = append(rows, r)
+				})
 			}
-			name := label
-			if runs > 1 {
-				name = fmt.Sprintf("%s#%d", label, round)
-			}
-			t.Run(name, func(t *testing.T) {
-				r := run(t, p, label)
-				r.round = round
-				rows = append(rows, r)
-			})
 		}
 	}
 	return rows
 }
 
-// selected applies BENCH_ONLY: a pair's name ("tether", "upstream") or
-// label ("tether@qps2000").
+// selected applies BENCH_ONLY: comma-separated pair names ("tether",
+// "upstream", "floor") or labels ("tether@qps2000").
 func selected(p pair, label string) bool {
 	only := os.Getenv("BENCH_ONLY")
-	return only == "" || only == p.name || only == label
+	if only == "" {
+		return true
+	}
+	for _, o := range strings.Split(only, ",") {
+		if o == p.name || o == label {
+			return true
+		}
+	}
+	return false
 }
 
 // medians picks, for each label, the run with the median time to all
@@ -80,21 +106,37 @@ func medians(rows []row) []row {
 	return out
 }
 
-// render prints every run, then (with several rounds) the median run of
-// each pair, and the ratio of tether to upstream at each QPS setting,
-// from the medians.
+// render prints, for each etcd delay, every run, then (with several
+// rounds) the median run of each pair, and the ratio of tether to upstream
+// at each QPS setting and to the floor, from the medians.
 func render(title string, rows []row) string {
 	var b strings.Builder
 	b.WriteString(title + ".\nTimes from the first claim's creation; latency from each claim's creation to Bound, seen by a watch; RSS is VmHWM.\n")
-	f := "%-24s %10s %9s %8s %8s %12s %12s\n"
+	b.WriteString("\"floor\" is no binder and no provisioner: the claim and the pipeline's writes from a plain client, 64 claims at a time (bench.ProvisionWrites).\n")
+	var delays []time.Duration
+	for _, r := range rows {
+		if !slices.Contains(delays, r.delay) {
+			delays = append(delays, r.delay)
+		}
+	}
+	for _, d := range delays {
+		b.WriteString("\n" + bench.DelayLabel(d) + "\n")
+		renderDelay(&b, slices.DeleteFunc(slices.Clone(rows), func(r row) bool { return r.delay != d }))
+	}
+	return b.String()
+}
+
+func renderDelay(b *strings.Builder, rows []row) {
+	f := "%-24s %10s %9s %8s %8s %12s %12s %12s %10s\n"
 	table := func(rows []row, name func(row) string) {
-		fmt.Fprintf(&b, f, "pair", "all bound", "claims/s", "p50", "p99", "binder RSS", "prov. RSS")
+		fmt.Fprintf(b, f, "pair", "all bound", "claims/s", "p50", "p99", "binder RSS", "prov. RSS", "API srv RSS", "etcd RSS")
 		for _, r := range rows {
 			if r.failed != "" {
-				fmt.Fprintf(&b, "%-24s failed: %s\n", name(r), r.failed)
+				fmt.Fprintf(b, "%-24s failed: %s\n", name(r), r.failed)
 				continue
 			}
-			fmt.Fprintf(&b, f, name(r), sec(r.total), fmt.Sprintf("%.1f", rate(r)), sec(r.p50), sec(r.p99), mib(r.binderRSS), mib(r.provRSS))
+			fmt.Fprintf(b, f, name(r), sec(r.total), fmt.Sprintf("%.1f", rate(r)), sec(r.p50), sec(r.p99), mib(r.binderRSS), mib(r.provRSS),
+				mib(r.apiRSS), mib(r.etcdRSS))
 		}
 	}
 	mid := medians(rows)
@@ -110,25 +152,32 @@ func render(title string, rows []row) string {
 		table(mid, func(r row) string { return r.label })
 	}
 	byKey := map[string]row{}
+	var floor *row
 	for _, r := range mid {
 		byKey[fmt.Sprintf("%v-%d", r.upstream, r.qps)] = r
+		if r.floor {
+			floor = &r
+		}
 	}
 	for _, r := range mid {
-		u, ok := byKey[fmt.Sprintf("true-%d", r.qps)]
-		if r.upstream || !ok {
+		if r.upstream || r.floor {
 			continue
 		}
-		fmt.Fprintf(&b, "tether/upstream at %s: %.2fx the claims/s, %.2fx the p99\n", qpsLabel(r.qps), rate(r)/rate(u), float64(r.p99)/float64(u.p99))
+		if u, ok := byKey[fmt.Sprintf("true-%d", r.qps)]; ok {
+			fmt.Fprintf(b, "tether/upstream at %s: %.2fx the claims/s, %.2fx the p99\n", qpsLabel(r.qps), rate(r)/rate(u), float64(r.p99)/float64(u.p99))
+		}
+		if floor != nil {
+			fmt.Fprintf(b, "tether at %s / floor: %.2fx the claims/s (%.0f%% of the floor)\n", qpsLabel(r.qps), rate(r)/rate(*floor), 100*rate(r)/rate(*floor))
+		}
 	}
 	for _, r := range mid {
 		if r.requests != "" {
-			fmt.Fprintf(&b, "%s: %s\n", r.label, r.requests)
+			fmt.Fprintf(b, "%s: %s\n", r.label, r.requests)
 		}
 		if r.cpu != "" {
-			fmt.Fprintf(&b, "%s: %s\n", r.label, r.cpu)
+			fmt.Fprintf(b, "%s: %s\n", r.label, r.cpu)
 		}
 	}
-	return b.String()
 }
 
 func rate(r row) float64 {
@@ -155,8 +204,14 @@ func TestMediansAndRatio(t *testing.T) {
 	if len(mid) != 2 || mid[0].total != 2*time.Second || mid[1].total != 4*time.Second {
 		t.Fatalf("medians: %+v", mid)
 	}
-	out := render("test", rows)
-	for _, want := range []string{"tether@qps2000 #3", "upstream@qps2000 #3", "failed: timeout", "Median run of each pair:", "tether/upstream at qps2000: 2.00x the claims/s"} {
+	floor := run("floor", false, 1, 1)
+	floor.floor, floor.qps = true, 0
+	delayed := run("tether@qps2000", false, 4, 1)
+	delayed.delay = 2500 * time.Microsecond
+	out := render("test", append(rows, floor, delayed))
+	for _, want := range []string{"tether@qps2000 #3", "upstream@qps2000 #3", "failed: timeout", "Median run of each pair:",
+		"tether/upstream at qps2000: 2.00x the claims/s", "tether at qps2000 / floor: 0.50x the claims/s (50% of the floor)",
+		"etcd on loopback, no added delay:", "etcd 2.5ms further each way"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}

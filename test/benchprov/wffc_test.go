@@ -3,6 +3,7 @@ package benchprov
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -22,17 +23,19 @@ func TestBenchWFFC(t *testing.T) {
 	}
 	n := envInt(t, "BENCH_N", 200)
 	qps := envInt(t, "BENCH_QPS", 2000)
-	pairs := []pair{{"tether", qps, false}, {"upstream", qps, true}}
+	pairs := []pair{{name: "tether", qps: qps}, {name: "upstream", qps: qps, upstream: true}}
 	// Five rounds: a run of 200 claims lasts a few seconds, and the
 	// machine's pace varies by a third from one run to the next.
-	rows := runAll(t, pairs, 5, func(t *testing.T, p pair, label string) row { return runWFFC(t, p, n, label) })
+	rows := runAll(t, pairs, 5, func(t *testing.T, p pair, label string, delay time.Duration) row {
+		return runWFFC(t, p, n, label, delay)
+	})
 	report := render(fmt.Sprintf("WaitForFirstConsumer bench: %d pods, each with its own claim, through kube-scheduler onto a fake node with the mock driver", n), rows)
 	t.Log("\n" + report)
 	fmt.Print(report)
 }
 
-func runWFFC(t *testing.T, p pair, n int, label string) row {
-	c := cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
+func runWFFC(t *testing.T, p pair, n int, label string, delay time.Duration) row {
+	c := cluster.Start(t, cluster.Options{EtcdDelay: delay, APIServerArgs: map[string][]string{
 		"max-requests-inflight": {"2000"}, "max-mutating-requests-inflight": {"1000"}}})
 	bc := benchClients(t, c)
 	// The later --kubeconfig wins over the cluster's own.
