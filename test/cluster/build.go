@@ -28,23 +28,36 @@ func BuildBinary(t T, pkg string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "tether-bin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The folder outlives this test so that later tests reuse the binary; it
-	// is small and lives in the system temp folder.
-	path := filepath.Join(dir, filepath.Base(strings.TrimSuffix(pkg, "/")))
-	args := []string{"build", "-o", path}
+	// One folder per build mode in the repository's cache, not a new
+	// temporary folder per test binary (those were never removed: hundreds
+	// of 95 MB race builds piled up in /tmp). Test binaries of several
+	// packages build at once, so each writes a file of its own and renames
+	// it into place; a process running the previous file keeps it.
+	mode := "plain"
+	args := []string{"build"}
 	if os.Getenv("TETHER_RACE") == "1" {
 		// With the race detector (make test sets this): a race fails the
 		// test that ran the process (see Process.checkRaces).
-		args = append(args, "-race")
+		mode, args = "race", append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, pkg)...)
+	dir := filepath.Join(root, ".cache", "bin", mode)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, filepath.Base(strings.TrimSuffix(pkg, "/")))
+	tmp, err := os.CreateTemp(dir, ".build-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	cmd := exec.Command("go", append(args, "-o", tmp.Name(), pkg)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		t.Fatal(err)
 	}
 	buildCache[pkg] = path
 	return path
