@@ -25,12 +25,19 @@ const Finalizer = "provisioner.tether.dev/volume-in-flight"
 //
 // AnnSource, on a clone, holds the volume handle of its source, so that the
 // clean-up of a deleted clone can repeat its CreateVolume without reading
-// the source claim (which may be being deleted itself).
+// the source claim (which may be being deleted itself). AnnSnapshot does
+// the same for a restore from a VolumeSnapshot: it holds the snapshot's
+// handle, so that the clean-up needs neither the VolumeSnapshot nor its
+// content.
 const (
-	AnnVolume = "provisioner.tether.dev/in-flight-volume"
-	AnnDriver = "provisioner.tether.dev/in-flight-driver"
-	AnnSource = "provisioner.tether.dev/in-flight-source"
+	AnnVolume   = "provisioner.tether.dev/in-flight-volume"
+	AnnDriver   = "provisioner.tether.dev/in-flight-driver"
+	AnnSource   = "provisioner.tether.dev/in-flight-source"
+	AnnSnapshot = "provisioner.tether.dev/in-flight-snapshot"
 )
+
+// recordAnnotations are every annotation the record writes.
+var recordAnnotations = []string{AnnVolume, AnnDriver, AnnSource, AnnSnapshot}
 
 // Holds reports whether a claim carries the record.
 func Holds(claim *v1.PersistentVolumeClaim) bool {
@@ -75,7 +82,7 @@ func Tracks(pv *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) bool {
 // claim changed.
 func Forget(claim *v1.PersistentVolumeClaim) bool {
 	annotated := false
-	for _, k := range []string{AnnVolume, AnnDriver, AnnSource} {
+	for _, k := range recordAnnotations {
 		_, has := claim.Annotations[k]
 		annotated = annotated || has
 	}
@@ -87,9 +94,9 @@ func Forget(claim *v1.PersistentVolumeClaim) bool {
 		claim.Finalizers = nil
 	}
 	if annotated {
-		delete(claim.Annotations, AnnVolume)
-		delete(claim.Annotations, AnnDriver)
-		delete(claim.Annotations, AnnSource)
+		for _, k := range recordAnnotations {
+			delete(claim.Annotations, k)
+		}
 		if len(claim.Annotations) == 0 {
 			claim.Annotations = nil
 		}

@@ -84,6 +84,7 @@ func TestRecordAndForget(t *testing.T) {
 	if !slices.Equal(c.Finalizers, []string{"a", Finalizer}) {
 		t.Errorf("finalizers %v", c.Finalizers)
 	}
+	c.Annotations[AnnSnapshot] = "snap-handle" // a restore's source goes with the record
 	if !Forget(c) || Holds(c) || c.Annotations != nil || !slices.Equal(c.Finalizers, []string{"a"}) {
 		t.Errorf("after Forget: finalizers %v, annotations %v", c.Finalizers, c.Annotations)
 	}

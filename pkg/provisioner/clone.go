@@ -15,30 +15,23 @@ import (
 // while the driver copies it; external-provisioner uses the same name.
 const FinalizerCloneSource = "provisioner.storage.kubernetes.io/cloning-protection"
 
-// cloneSource checks a claim's data source. A claim as the source is a
-// clone; any other kind is refused with a clear error.
-func (p *Provisioner) cloneSource(ctx context.Context, claim *v1.PersistentVolumeClaim) (*csi.VolumeContentSource, *v1.PersistentVolumeClaim, error) {
-	ds := claim.Spec.DataSource
-	if ds == nil {
-		return nil, nil, nil
-	}
-	if ds.Kind != "PersistentVolumeClaim" || (ds.APIGroup != nil && *ds.APIGroup != "") {
-		return nil, nil, fmt.Errorf("data source %s %q is not supported: only a PersistentVolumeClaim (a clone) is", ds.Kind, ds.Name)
-	}
+// cloneSource checks the source claim of a clone (name, in the clone's
+// namespace; see contentSource).
+func (p *Provisioner) cloneSource(ctx context.Context, claim *v1.PersistentVolumeClaim, name string) (*csi.VolumeContentSource, *v1.PersistentVolumeClaim, error) {
 	if !p.o.Clone {
 		return nil, nil, fmt.Errorf("the driver %s cannot clone volumes (no CLONE_VOLUME capability)", p.o.Driver.DriverName())
 	}
-	src, err := p.o.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
+	src, err := p.o.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("clone source claim %s: %w", ds.Name, err)
+		return nil, nil, fmt.Errorf("clone source claim %s: %w", name, err)
 	}
 	switch {
 	case src.DeletionTimestamp != nil:
-		return nil, nil, fmt.Errorf("clone source claim %s is being deleted", ds.Name)
+		return nil, nil, fmt.Errorf("clone source claim %s is being deleted", name)
 	case src.Status.Phase != v1.ClaimBound || src.Spec.VolumeName == "":
-		return nil, nil, fmt.Errorf("clone source claim %s is not bound", ds.Name)
+		return nil, nil, fmt.Errorf("clone source claim %s is not bound", name)
 	case storagehelpers.GetPersistentVolumeClaimClass(src) != storagehelpers.GetPersistentVolumeClaimClass(claim):
-		return nil, nil, fmt.Errorf("clone source claim %s has another storage class", ds.Name)
+		return nil, nil, fmt.Errorf("clone source claim %s has another storage class", name)
 	}
 	want, have := claim.Spec.Resources.Requests[v1.ResourceStorage], src.Spec.Resources.Requests[v1.ResourceStorage]
 	if want.Cmp(have) < 0 {
@@ -52,7 +45,7 @@ func (p *Provisioner) cloneSource(ctx context.Context, claim *v1.PersistentVolum
 		return nil, nil, fmt.Errorf("clone source volume %s does not belong to the driver %s", pv.Name, p.o.Driver.DriverName())
 	}
 	if err := CheckCloneVolumeMode(claim.Spec.VolumeMode, pv.Spec.VolumeMode); err != nil {
-		return nil, nil, fmt.Errorf("clone source claim %s: %w", ds.Name, err)
+		return nil, nil, fmt.Errorf("clone source claim %s: %w", name, err)
 	}
 	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
 		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: pv.Spec.CSI.VolumeHandle}}}, src, nil

@@ -95,10 +95,10 @@ func TestCloneSource(t *testing.T) {
 				c.Spec.VolumeMode, pv.Spec.VolumeMode = &block, &block
 			},
 			wantErr: "the source is Block, the clone requests Filesystem"},
-		{name: "a snapshot source", claim: newClaim(func(c *v1.PersistentVolumeClaim) {
+		{name: "a snapshot source, with no snapshot API", claim: newClaim(func(c *v1.PersistentVolumeClaim) {
 			group := "snapshot.storage.k8s.io"
 			c.Spec.DataSource = &v1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: "snap"}
-		}), wantErr: "is not supported"},
+		}), wantErr: "cannot restore snapshots"},
 		{name: "a driver without CLONE_VOLUME", noClone: true, claim: newClaim(cloneOf("src")), wantErr: "cannot clone"},
 		{name: "a missing source", claim: newClaim(cloneOf("nothere")), wantErr: "not found"},
 		{name: "a source being deleted", claim: newClaim(cloneOf("src")), wantErr: "is being deleted",
@@ -126,21 +126,21 @@ func TestCloneSource(t *testing.T) {
 				tt.src(src, pv)
 			}
 			p := &Provisioner{o: Options{Client: fake.NewClientset(src, pv), Driver: cloneDriver{}, Clone: !tt.noClone}}
-			cs, gotSrc, err := p.cloneSource(t.Context(), tt.claim)
+			got, err := p.contentSource(t.Context(), tt.claim)
 			if !checkErr(t, err, tt.wantErr) {
 				return
 			}
 			if tt.claim.Spec.DataSource == nil {
-				if cs != nil || gotSrc != nil {
-					t.Fatalf("a claim without data source got %v, %v", cs, gotSrc)
+				if got != nil {
+					t.Fatalf("a claim without data source got %+v", got)
 				}
 				return
 			}
-			if got := cs.GetVolume().GetVolumeId(); got != "handle-src" {
-				t.Errorf("content source volume %q, want handle-src", got)
+			if h := got.content.GetVolume().GetVolumeId(); h != "handle-src" {
+				t.Errorf("content source volume %q, want handle-src", h)
 			}
-			if gotSrc == nil || gotSrc.UID != "src-uid" {
-				t.Errorf("source claim %v, want apps/src", gotSrc)
+			if got.claim == nil || got.claim.UID != "src-uid" {
+				t.Errorf("source claim %v, want apps/src", got.claim)
 			}
 		})
 	}

@@ -42,6 +42,10 @@ func (p *Provisioner) recordInFlight(ctx context.Context, claim *v1.PersistentVo
 		c.Annotations[inflight.AnnSource] = handle
 		changed = true
 	}
+	if handle := source.GetSnapshot().GetSnapshotId(); handle != "" && c.Annotations[inflight.AnnSnapshot] != handle {
+		c.Annotations[inflight.AnnSnapshot] = handle
+		changed = true
+	}
 	if !changed {
 		return claim, nil
 	}
@@ -52,9 +56,12 @@ func (p *Provisioner) recordInFlight(ctx context.Context, claim *v1.PersistentVo
 	return out, nil
 }
 
-// recordedSource is the clone source an in-flight record keeps, nil for
-// none.
+// recordedSource is the clone source or snapshot an in-flight record
+// keeps, nil for none.
 func recordedSource(claim *v1.PersistentVolumeClaim) *csi.VolumeContentSource {
+	if handle := claim.Annotations[inflight.AnnSnapshot]; handle != "" {
+		return snapshotContentSource(handle)
+	}
 	handle := claim.Annotations[inflight.AnnSource]
 	if handle == "" {
 		return nil

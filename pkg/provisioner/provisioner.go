@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	snapclientset "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,6 +43,16 @@ type Options struct {
 	Topology, StrictTopology, ImmediateTopology bool
 	// Clone and GetCapacity: whether the driver has CLONE_VOLUME and GET_CAPACITY.
 	Clone, GetCapacity bool
+	// Snapshots: whether the driver has CREATE_DELETE_SNAPSHOT, which a
+	// restore from a VolumeSnapshot needs (as in external-provisioner).
+	// SnapshotClient reads VolumeSnapshots and their contents; nil when
+	// the cluster has no snapshot API, and then restores fail.
+	Snapshots      bool
+	SnapshotClient snapclientset.Interface
+	// PreventVolumeModeConversion is --prevent-volume-mode-conversion: a
+	// restore into another volume mode than the snapshot's source needs
+	// AnnAllowVolumeModeChange on the snapshot's content.
+	PreventVolumeModeConversion bool
 	// ModifyVolume: whether the driver has MODIFY_VOLUME. As in
 	// external-provisioner, a claim that names a VolumeAttributesClass
 	// needs it.
@@ -180,13 +191,11 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	if err != nil {
 		return nil, prepareState(err), err
 	}
-	if claim, err = p.recordInFlight(ctx, claim, name, prep.source); err != nil {
+	if claim, err = p.recordInFlight(ctx, claim, name, prep.req.VolumeContentSource); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
-	if prep.source != nil {
-		if err := p.protectSource(ctx, claim, prep.sourceClaim); err != nil {
-			return nil, controller.ProvisioningNoChange, err
-		}
+	if err := p.protect(ctx, claim, prep.source); err != nil {
+		return nil, controller.ProvisioningNoChange, err
 	}
 	resp, err := p.o.Driver.CreateVolume(ctx, prep.req)
 	if err != nil {
@@ -289,11 +298,11 @@ func fsTypeFor(params ClassParams, defaultFSType string) string {
 
 // prepared is everything read and checked before CreateVolume.
 type prepared struct {
-	req         *csi.CreateVolumeRequest
-	params      ClassParams
-	secretRefs  map[SecretKind]*v1.SecretReference
-	source      *csi.VolumeContentSource
-	sourceClaim *v1.PersistentVolumeClaim
+	req        *csi.CreateVolumeRequest
+	params     ClassParams
+	secretRefs map[SecretKind]*v1.SecretReference
+	// source is the checked data source, nil for none (and in a clean-up).
+	source *source
 }
 
 // prepareInput is what a request is built for.
@@ -304,8 +313,9 @@ type prepareInput struct {
 	// Name is the volume's name.
 	Name string
 	// CleanUp: the request repeats the CreateVolume of a deleted claim to
-	// find its volume; a clone's source is then taken from the in-flight
-	// record, not from the source claim, which may be gone.
+	// find its volume; a clone's or restore's source is then taken from the
+	// in-flight record, not from the source claim or snapshot, which may be
+	// gone.
 	CleanUp bool
 }
 
@@ -315,8 +325,17 @@ type prepareInput struct {
 // node cannot take the volume.
 func (p *Provisioner) prepare(ctx context.Context, in prepareInput) (*prepared, error) {
 	claim, class, node, name := in.Claim, in.Class, in.Node, in.Name
+	var src *source
+	content := recordedSource(claim)
 	if !in.CleanUp {
-		// A deleted claim's clean-up must find its volume whatever these say.
+		// A deleted claim's clean-up must find its volume whatever these
+		// say. The data source first: a populator's claim is left alone
+		// (as in external-provisioner).
+		var err error
+		if src, err = p.contentSource(ctx, claim); err != nil {
+			return nil, err
+		}
+		content = src.volumeContentSource()
 		if err := Supported(claim, p.o.ModifyVolume); err != nil {
 			return nil, err
 		}
@@ -350,13 +369,9 @@ func (p *Provisioner) prepare(ctx context.Context, in prepareInput) (*prepared, 
 			return nil, err
 		}
 	}
-	if in.CleanUp {
-		out.source = recordedSource(claim)
-	} else if out.source, out.sourceClaim, err = p.cloneSource(ctx, claim); err != nil {
-		return nil, err
-	}
+	out.source = src
 	out.req, err = BuildRequest(RequestInput{Claim: claim, Class: class, Params: params, Secrets: secrets,
-		Topology: topology, Source: out.source, Name: name, Mutable: mutable}, p.o.Request)
+		Topology: topology, Source: content, Name: name, Mutable: mutable}, p.o.Request)
 	return out, err
 }
 

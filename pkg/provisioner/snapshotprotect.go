@@ -1,0 +1,220 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	snapclientset "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// The snapshot protection: Provision puts FinalizerSnapshotSource on a
+// restore's VolumeSnapshot before CreateVolume; SnapshotProtection takes it
+// off once no restore from that snapshot may still be running. Its
+// decision is RestoreInProgress, a pure function of the snapshot and the
+// claims that name it; its queue is fed by claim events (a restore's
+// change queues its snapshot) and snapshot events (a protected snapshot
+// queues itself).
+
+// SnapshotProtectionOptions configure the snapshot protection controller.
+type SnapshotProtectionOptions struct {
+	SnapshotClient snapclientset.Interface
+	// Claims is the shared claim informer; an index of restores by
+	// snapshot is added to it, so it must not have been started yet.
+	Claims cache.SharedIndexInformer
+	// Snapshots is a VolumeSnapshot informer.
+	Snapshots cache.SharedIndexInformer
+	// RateLimiter paces retries of failed writes.
+	RateLimiter workqueue.TypedRateLimiter[string]
+}
+
+// SnapshotProtection removes FinalizerSnapshotSource from VolumeSnapshots
+// whose restores are done. external-provisioner removes it right after
+// CreateVolume, before the PV is saved, and sweeps leftovers every
+// --snapshot-orphan-sweep-interval; tether keeps it until the restored
+// claim is bound (or gone), so that a repeated CreateVolume (a restarted
+// provisioner, or the clean-up of a deleted claim) still finds the
+// snapshot, and releases it on the claim's event, without a sweep.
+type SnapshotProtection struct {
+	o     SnapshotProtectionOptions
+	queue workqueue.TypedRateLimitingInterface[string]
+}
+
+// snapshotSourceIndex indexes claims by the key (namespace/name) of the
+// VolumeSnapshot they are restored from.
+const snapshotSourceIndex = "tether-snapshot-source"
+
+// NewSnapshotProtection wires the controller to the informers.
+func NewSnapshotProtection(o SnapshotProtectionOptions) (*SnapshotProtection, error) {
+	if o.SnapshotClient == nil || o.Claims == nil || o.Snapshots == nil || o.RateLimiter == nil {
+		return nil, errors.New("snapshot protection: a snapshot client, the claim and snapshot informers and a rate limiter are required")
+	}
+	if err := o.Claims.AddIndexers(cache.Indexers{snapshotSourceIndex: indexBySnapshot}); err != nil {
+		return nil, fmt.Errorf("snapshot protection: indexing claims by snapshot: %w", err)
+	}
+	c := &SnapshotProtection{o: o, queue: workqueue.NewTypedRateLimitingQueueWithConfig(o.RateLimiter,
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "snapshot-protection"})}
+	if _, err := o.Claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onClaim,
+		UpdateFunc: func(_, obj any) { c.onClaim(obj) },
+		DeleteFunc: c.onClaim,
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := o.Snapshots.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onSnapshot,
+		UpdateFunc: func(_, obj any) { c.onSnapshot(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func indexBySnapshot(obj any) ([]string, error) {
+	claim, ok := obj.(*v1.PersistentVolumeClaim)
+	if !ok {
+		return nil, nil
+	}
+	if name, ok := SnapshotSourceName(claim); ok {
+		return []string{claim.Namespace + "/" + name}, nil
+	}
+	return nil, nil
+}
+
+func (c *SnapshotProtection) onClaim(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if claim, ok := obj.(*v1.PersistentVolumeClaim); ok {
+		if name, ok := SnapshotSourceName(claim); ok {
+			c.queue.Add(claim.Namespace + "/" + name)
+		}
+	}
+}
+
+func (c *SnapshotProtection) onSnapshot(obj any) {
+	if s, ok := obj.(*snapv1.VolumeSnapshot); ok && slices.Contains(s.Finalizers, FinalizerSnapshotSource) {
+		c.queue.Add(s.Namespace + "/" + s.Name)
+	}
+}
+
+// Run works the queue until ctx ends.
+func (c *SnapshotProtection) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx).WithName("snapshot-protection")
+	ctx = klog.NewContext(ctx, logger)
+	for range workers {
+		go func() {
+			for {
+				key, quit := c.queue.Get()
+				if quit {
+					return
+				}
+				if err := c.sync(ctx, key); err != nil {
+					logger.Error(err, "Releasing a snapshot; will retry", "volumesnapshot", key)
+					c.queue.AddRateLimited(key)
+				} else {
+					c.queue.Forget(key)
+				}
+				c.queue.Done(key)
+			}
+		}()
+	}
+	<-ctx.Done()
+}
+
+// sync removes the finalizer from the snapshot key when no restore from it
+// is in progress. Any change of a restore queues the snapshot again.
+func (c *SnapshotProtection) sync(ctx context.Context, key string) error {
+	obj, exists, err := c.o.Snapshots.GetStore().GetByKey(key)
+	if err != nil || !exists {
+		return err
+	}
+	snap, ok := obj.(*snapv1.VolumeSnapshot)
+	if !ok || !slices.Contains(snap.Finalizers, FinalizerSnapshotSource) {
+		return nil
+	}
+	logger := klog.FromContext(ctx).WithValues("volumesnapshot", klog.KObj(snap))
+	objs, err := c.o.Claims.GetIndexer().ByIndex(snapshotSourceIndex, key)
+	if err != nil {
+		return err
+	}
+	claims := make([]*v1.PersistentVolumeClaim, 0, len(objs))
+	for _, o := range objs {
+		if cl, ok := o.(*v1.PersistentVolumeClaim); ok {
+			claims = append(claims, cl)
+		}
+	}
+	if busy, claim := RestoreInProgress(snap, claims); busy {
+		logger.V(4).Info("Snapshot kept: a restore from it is in progress", "pvc", claim)
+		return nil
+	}
+	if err := releaseSnapshot(ctx, c.o.SnapshotClient, snap); err != nil {
+		return fmt.Errorf("removing the snapshot protection: %w", err)
+	}
+	logger.V(2).Info("Snapshot released: no restore from it in progress")
+	return nil
+}
+
+// releaseSnapshot removes FinalizerSnapshotSource from a fresh copy of the
+// snapshot (the same UID), retrying conflicts.
+func releaseSnapshot(ctx context.Context, client snapclientset.Interface, snap *snapv1.VolumeSnapshot) error {
+	snaps := client.SnapshotV1().VolumeSnapshots(snap.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh, err := snaps.Get(ctx, snap.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if fresh.UID != snap.UID || !slices.Contains(fresh.Finalizers, FinalizerSnapshotSource) {
+			return nil
+		}
+		fresh.Finalizers = slices.DeleteFunc(fresh.Finalizers, func(f string) bool { return f == FinalizerSnapshotSource })
+		_, err = snaps.Update(ctx, fresh, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// SnapshotSourceName is the name of the VolumeSnapshot a claim is restored
+// from, in its own namespace.
+func SnapshotSourceName(claim *v1.PersistentVolumeClaim) (string, bool) {
+	ds, err := DataSourceOf(claim)
+	if err != nil || ds.Kind != SnapshotSource {
+		return "", false
+	}
+	return ds.Name, true
+}
+
+// RestoreInProgress reports whether a restore from snap may still be
+// running, and names its claim. A restore is in progress as a clone is
+// (see CloneInProgress): a claim being deleted that still holds its
+// in-flight record, a live claim not bound yet (as the snapshot-controller
+// and external-provisioner's sweep count them), and a bound claim whose
+// record names another volume than its own.
+func RestoreInProgress(snap *snapv1.VolumeSnapshot, claims []*v1.PersistentVolumeClaim) (bool, string) {
+	for _, c := range claims {
+		if c.Namespace != snap.Namespace {
+			continue
+		}
+		if name, ok := SnapshotSourceName(c); !ok || name != snap.Name {
+			continue
+		}
+		if cloneBusy(c) {
+			return true, c.Name
+		}
+	}
+	return false, ""
+}
