@@ -12,7 +12,7 @@ PKG ?= ./...
 GOTEST_FLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help demo build tools test unit sanity e2e e2e-kind chaos bench-provisioner bench-wffc fuzz lint clean clean-tools
+.PHONY: help demo build tools test unit sanity e2e e2e-kind conformance chaos bench-provisioner bench-wffc fuzz lint clean clean-tools
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -43,6 +43,12 @@ e2e: tools ## the e2e: local cluster (deploy/csi's RBAC, every example, failover
 
 e2e-kind: ## the same scenarios on a kind cluster with real pods (needs docker and kind: not on our machines)
 	hack/e2e-kind.sh
+
+CONFORMANCE_STACK ?= tether
+CONFORMANCE_FOCUS ?=
+conformance: tools ## Kubernetes' External Storage e2e suites for the local driver through tether, on two real nodes (CONFORMANCE_STACK=upstream: KCM's binder and EP v6.3.0 instead; CONFORMANCE_FOCUS narrows it); counts and JUnit in _artifacts/conformance-<stack>/
+	$(GO) test -count=1 -timeout 250m -v -run '^TestExternalStorage$$' ./test/conformance/ \
+	  -conformance.full -conformance.stack='$(CONFORMANCE_STACK)' -conformance.focus='$(CONFORMANCE_FOCUS)'
 
 CHAOS_CLAIMS ?= 1000
 CHAOS_SEED ?= 1

@@ -78,7 +78,22 @@ fi
 
 if missing csi-provisioner; then
   echo ">> building the upstream external-provisioner $EXTERNAL_PROVISIONER_VERSION (comparison only)"
-  build_in_module github.com/kubernetes-csi/external-provisioner/v6 "$EXTERNAL_PROVISIONER_VERSION" cmd/csi-provisioner csi-provisioner
+  # Static: make conformance also runs it in a node's pod, from an image
+  # that holds nothing but the binary.
+  CGO_ENABLED=0 build_in_module github.com/kubernetes-csi/external-provisioner/v6 "$EXTERNAL_PROVISIONER_VERSION" cmd/csi-provisioner csi-provisioner
+fi
+
+# Kubernetes' e2e suite (make conformance runs its External Storage tests
+# against the local driver) and agnhost, the test image its storage tests
+# run; test/cluster packs agnhost into a local image under the suite's
+# reference. agnhost is static: the image holds nothing but busybox.
+if missing e2e.test; then
+  echo ">> building e2e.test from k8s.io/kubernetes $KUBERNETES_VERSION (about 10 minutes cold on 2 cores)"
+  (cd "$here" && go test -c -trimpath -o "$bin/e2e.test" k8s.io/kubernetes/test/e2e)
+fi
+if missing agnhost; then
+  echo ">> building agnhost from k8s.io/kubernetes $KUBERNETES_VERSION"
+  (cd "$here" && CGO_ENABLED=0 go build -trimpath -o "$bin/agnhost" k8s.io/kubernetes/test/images/agnhost)
 fi
 
 echo ">> tools ready in $bin"
