@@ -64,6 +64,8 @@ type compatOptions struct {
 	capacityBurst int
 	// cloningThreads are the workers of the clone protection controller.
 	cloningThreads uint
+	// preventModeConversion is --prevent-volume-mode-conversion.
+	preventModeConversion bool
 }
 
 // defaultOptions are the flags' defaults.
@@ -84,7 +86,8 @@ func defaultOptions() options {
 		capacityPoll:       time.Minute,
 		capacityOwnerLevel: 1,
 		orphans:            provisioner.SweepOptions{Policy: provisioner.OrphanReport, Interval: 10 * time.Minute, MinAge: time.Hour},
-		compat:             compatOptions{metricsPath: "/metrics", loggingFormat: "text", logFlush: 5 * time.Second, cloningThreads: 2},
+		compat: compatOptions{metricsPath: "/metrics", loggingFormat: "text", logFlush: 5 * time.Second, cloningThreads: 2,
+			preventModeConversion: true},
 	}
 	o.leader.RetryPeriod = 5 * time.Second // external-provisioner's default
 	return o
@@ -97,8 +100,7 @@ var ignoredFlags = map[string]string{
 	"leader-election-labels":         "the Lease gets no extra labels",
 	"automaxprocs":                   "Go sets GOMAXPROCS from the container's CPU limit by itself",
 	"capacity-threads":               "one loop refreshes capacity",
-	"snapshot-orphan-sweep-interval": "tether provisions from no snapshots",
-	"prevent-volume-mode-conversion": "it is about snapshot sources, which tether does not take; clones across volume modes are always refused",
+	"snapshot-orphan-sweep-interval": "restored snapshots are released on claim events, with no sweep",
 	"controller-publish-readonly":    "PVs of read-only claims do not get csi.readOnly",
 	"log-text-split-stream":          "alpha logging option: one stream",
 	"log-text-info-buffer-size":      "alpha logging option: no buffer",
@@ -177,7 +179,8 @@ func addCompatFlags(fs *flag.FlagSet, c *compatOptions) {
 	var s string
 	fs.UintVar(&u, "capacity-threads", 1, ignored("capacity-threads"))
 	fs.DurationVar(&d, "snapshot-orphan-sweep-interval", 5*time.Minute, ignored("snapshot-orphan-sweep-interval"))
-	fs.BoolVar(&b, "prevent-volume-mode-conversion", true, ignored("prevent-volume-mode-conversion"))
+	fs.BoolVar(&c.preventModeConversion, "prevent-volume-mode-conversion", c.preventModeConversion,
+		"Refuse to restore a snapshot into another volume mode than its source's, unless its VolumeSnapshotContent has "+provisioner.AnnAllowVolumeModeChange+"=true. Clones across volume modes are always refused.")
 	fs.BoolVar(&b, "controller-publish-readonly", false, ignored("controller-publish-readonly"))
 	fs.BoolVar(&b, "log-text-split-stream", false, ignored("log-text-split-stream"))
 	fs.StringVar(&s, "log-text-info-buffer-size", "", ignored("log-text-info-buffer-size"))

@@ -188,7 +188,7 @@ func TestCompatFlags(t *testing.T) {
 }
 
 func TestGivenIgnored(t *testing.T) {
-	_, fs, err := quietParse([]string{"--capacity-threads=2", "--feature-gates=Topology=true", "--timeout=5s", "--prevent-volume-mode-conversion"})
+	_, fs, err := quietParse([]string{"--capacity-threads=2", "--feature-gates=Topology=true", "--timeout=5s", "--snapshot-orphan-sweep-interval=1m", "--prevent-volume-mode-conversion"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestGivenIgnored(t *testing.T) {
 	for _, g := range got {
 		names = append(names, strings.Fields(g)[0])
 	}
-	want := []string{"--capacity-threads", "--feature-gates", "--prevent-volume-mode-conversion"}
+	want := []string{"--capacity-threads", "--feature-gates", "--snapshot-orphan-sweep-interval"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("ignored %v, want %v", got, want)
 	}

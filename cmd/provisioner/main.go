@@ -134,6 +134,13 @@ func run(ctx context.Context, o options) error {
 		ModifyVolume:      caps.ModifyVolume,
 	}
 	popts.Request.SingleNodeMultiWriter = caps.SingleNodeMultiWriter
+	// Restores from VolumeSnapshots, when the driver and the cluster can.
+	snaps, err := newSnapshots(ctx, cfg, client.Discovery(), caps.Snapshots)
+	if err != nil {
+		return err
+	}
+	popts.Snapshots, popts.SnapshotClient = caps.Snapshots, snaps.Client()
+	popts.PreventVolumeModeConversion = o.compat.preventModeConversion
 	// VolumeAttributesClasses are read only for a driver with MODIFY_VOLUME
 	// (without it a claim naming one is refused before the class is read),
 	// and not waited for (see SyncedVACs).
@@ -219,6 +226,9 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	if err := snaps.protect(claimInf.Informer(), workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax)); err != nil {
+		return err
+	}
 	for _, c := range []prometheus.Collector{libmetrics.M.PersistentVolumeClaimProvisionTotal, libmetrics.M.PersistentVolumeClaimProvisionFailedTotal,
 		libmetrics.M.PersistentVolumeClaimProvisionDurationSeconds, libmetrics.M.PersistentVolumeDeleteTotal,
 		libmetrics.M.PersistentVolumeDeleteFailedTotal, libmetrics.M.PersistentVolumeDeleteDurationSeconds} {
@@ -271,6 +281,7 @@ func run(ctx context.Context, o options) error {
 		if cloneProtection != nil {
 			go cloneProtection.Run(ctx, int(o.compat.cloningThreads))
 		}
+		go snaps.run(ctx, int(o.compat.cloningThreads))
 		if sweeper != nil {
 			go sweeper.Run(ctx)
 		}

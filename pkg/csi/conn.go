@@ -60,6 +60,9 @@ type Capabilities struct {
 	// (SINGLE_NODE_MULTI_WRITER): ReadWriteOnce and ReadWriteOncePod map to
 	// the single-node multi- and single-writer modes.
 	ModifyVolume, SingleNodeMultiWriter bool
+	// Snapshots (CREATE_DELETE_SNAPSHOT): claims may be restored from a
+	// VolumeSnapshot.
+	Snapshots bool
 }
 
 // Conn is a ready connection to one CSI driver. It is safe for concurrent use.
@@ -200,6 +203,8 @@ func (c *Conn) readDriver(ctx context.Context, logger klog.Logger) (string, Capa
 				caps.ModifyVolume = true
 			case csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER:
 				caps.SingleNodeMultiWriter = true
+			case csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT:
+				caps.Snapshots = true
 			}
 		}
 	}
@@ -208,7 +213,7 @@ func (c *Conn) readDriver(ctx context.Context, logger klog.Logger) (string, Capa
 		"accessibilityConstraints", caps.AccessibilityConstraints,
 		"createDelete", caps.CreateDelete, "clone", caps.Clone,
 		"listVolumes", caps.ListVolumes, "getCapacity", caps.GetCapacity,
-		"modifyVolume", caps.ModifyVolume, "singleNodeMultiWriter", caps.SingleNodeMultiWriter)
+		"modifyVolume", caps.ModifyVolume, "singleNodeMultiWriter", caps.SingleNodeMultiWriter, "snapshots", caps.Snapshots)
 	return name, caps, nil
 }
 
