@@ -72,6 +72,10 @@ func (c *Controller) syncClaimOnce(ctx context.Context, claim *v1.PersistentVolu
 		if in.Match = c.volumes.Reserve(q); in.Match != nil {
 			defer c.volumes.Release(in.Match.Name, needs.UID)
 		}
+		if ClaimBehindVolume(claim, in.Match) {
+			klog.FromContext(ctx).V(4).Info("Claim cache older than its volume's claimRef; waiting for its update", "pv", klog.KObj(in.Match))
+			return nil
+		}
 	}
 	d := DecideClaim(in)
 	key := claimKey(claim.Namespace, claim.Name)
