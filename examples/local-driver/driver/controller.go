@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -15,7 +16,7 @@ import (
 
 // createVolume makes a volume, or returns the one that already has the
 // request's name when its capacity satisfies the request.
-func (d *Driver) createVolume(req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+func (d *Driver) createVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	name := req.GetName()
 	if name == "" {
 		return nil, status.Error(codes.InvalidArgument, "no volume name")
@@ -23,12 +24,18 @@ func (d *Driver) createVolume(req *csi.CreateVolumeRequest) (*csi.CreateVolumeRe
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, err
 	}
-	if req.GetVolumeContentSource() != nil {
-		return nil, status.Error(codes.InvalidArgument, "volume content sources (clones, snapshots) are not supported")
+	snapID, snap, err := d.restoreSource(req)
+	if err != nil {
+		return nil, err
 	}
 	size, err := d.sizeFor(req.GetCapacityRange())
 	if err != nil {
 		return nil, err
+	}
+	if snapID != "" {
+		if size, err = restoreSize(size, snap.SizeBytes, req.GetCapacityRange()); err != nil {
+			return nil, err
+		}
 	}
 	if !d.placeable(req.GetAccessibilityRequirements()) {
 		return nil, status.Errorf(codes.ResourceExhausted, "the requisite topology does not include node %s, the only place this driver can create volumes", d.cfg.NodeID)
@@ -42,18 +49,31 @@ func (d *Driver) createVolume(req *csi.CreateVolumeRequest) (*csi.CreateVolumeRe
 		if !fits(m.CapacityBytes, req.GetCapacityRange()) {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %q exists with %d bytes, outside the requested range", name, m.CapacityBytes)
 		}
+		if m.SourceSnapshot != snapID {
+			return nil, status.Errorf(codes.AlreadyExists, "volume %q exists with another content source", name)
+		}
 		// The same request again (a retry): finish it if it was cut short.
 		if err := d.store.ensureFolder(id); err != nil {
 			return nil, err
 		}
-		return &csi.CreateVolumeResponse{Volume: d.volume(id, m)}, nil
+		if m.Filling {
+			if m, err = d.fill(ctx, id, m); err != nil {
+				return nil, err
+			}
+		}
+		return &csi.CreateVolumeResponse{Volume: d.restoredVolume(id, m)}, nil
 	}
-	m := volumeMeta{Name: name, CapacityBytes: size, Context: echoed(req.GetParameters())}
+	m := volumeMeta{Name: name, CapacityBytes: size, Context: echoed(req.GetParameters()), SourceSnapshot: snapID, Filling: snapID != ""}
 	if err := d.store.create(id, m); err != nil {
 		return nil, err
 	}
 	klog.InfoS("Created volume", "name", name, "volumeID", id, "bytes", size)
-	return &csi.CreateVolumeResponse{Volume: d.volume(id, m)}, nil
+	if m.Filling {
+		if m, err = d.fill(ctx, id, m); err != nil {
+			return nil, err
+		}
+	}
+	return &csi.CreateVolumeResponse{Volume: d.restoredVolume(id, m)}, nil
 }
 
 // sizeFor picks the capacity of a new volume: the required size, or the

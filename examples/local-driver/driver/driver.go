@@ -49,6 +49,7 @@ type Config struct {
 type Driver struct {
 	cfg   Config
 	store *store
+	snaps *snapStore
 	locks *keyLocks
 }
 
@@ -75,7 +76,11 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading volumes from %s: %w", cfg.Root, err)
 	}
-	return &Driver{cfg: cfg, store: st, locks: newKeyLocks()}, nil
+	snaps, err := openSnapStore(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("loading snapshots from %s: %w", cfg.Root, err)
+	}
+	return &Driver{cfg: cfg, store: st, snaps: snaps, locks: newKeyLocks()}, nil
 }
 
 // TopologyKey is the key of the driver's topology segment.

@@ -54,6 +54,10 @@ type volumeMeta struct {
 	// Context is the volume context, returned by CreateVolume and
 	// ListVolumes: the parameters the driver echoes (see echoed).
 	Context map[string]string `json:"context,omitempty"`
+	// SourceSnapshot is the snapshot the volume is restored from, and
+	// Filling says its files are not all copied yet (see snapshots.go).
+	SourceSnapshot string `json:"sourceSnapshot,omitempty"`
+	Filling        bool   `json:"filling,omitempty"`
 }
 
 // idPattern is what a volume ID looks like: a name that is a safe file name
