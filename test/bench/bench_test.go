@@ -207,6 +207,8 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 		cluster.BuildBinary(t, "./cmd/binder") // compile before the clock starts
 	}
 	requestsBefore := apiRequests(t, c)
+	pids := map[string]int{"kube-apiserver": apiPID, "etcd": etcdPID, "bench": os.Getpid()}
+	cpuBefore := ReadCPU(pids)
 	start := time.Now()
 	var proc *cluster.Process
 	floorDone := make(chan error, 1)
@@ -214,6 +216,8 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 		go func() { floorDone <- bindFloor(ctx, kubernetes.NewForConfigOrDie(fast), n) }()
 	} else {
 		proc = startBinder(t, c, cfg, binder, kubeconfig)
+		pids[binder] = proc.Pid()
+		cpuBefore.ByProgram[binder] = 0 // it started with the clock
 	}
 	var peak atomic.Int64
 	sampleRSS := func() {
@@ -263,7 +267,8 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 		t.Fatalf("%s N=%d: %d of %d claims Bound after %s: %v%s", binder, n, bound(), n,
 			time.Since(start).Round(time.Second), err, logs)
 	}
-	requests := RequestsPerClaim(requestsBefore, apiRequests(t, c), n)
+	cpu := CPUUse(cpuBefore, ReadCPU(pids), n)
+	requests := RequestsPerClaim(requestsBefore, apiRequests(t, c), n) + "\n    " + cpu
 	if err := checkVolumes(ctx, admin, n); err != nil {
 		t.Errorf("%s N=%d: %v", binder, n, err)
 	}

@@ -18,20 +18,25 @@ type CPU struct {
 	ByProgram          map[string]int64
 }
 
-// ReadCPU takes a snapshot from /proc for the named programs.
-func ReadCPU(programs ...string) CPU {
+// ReadCPU takes a snapshot from /proc: the machine's ticks, and those of
+// each named process (names are the caller's; a pid of 0 is left out).
+// Processes are counted by pid, not by command name, so that other
+// control planes on the machine do not count.
+func ReadCPU(pids map[string]int) CPU {
 	s := CPU{ByProgram: map[string]int64{}}
 	if raw, err := os.ReadFile("/proc/stat"); err == nil {
 		s.Busy, s.Steal, s.Total = ParseProcStat(string(raw))
 	}
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		raw, err := os.ReadFile(filepath.Join(d, "stat"))
+	for name, pid := range pids {
+		if pid == 0 {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 		if err != nil {
 			continue
 		}
-		if comm, ticks, ok := ParsePidStat(string(raw)); ok && slices.Contains(programs, comm) {
-			s.ByProgram[comm] += ticks
+		if _, ticks, ok := ParsePidStat(string(raw)); ok {
+			s.ByProgram[name] += ticks
 		}
 	}
 	return s
@@ -90,6 +95,9 @@ func CPUUse(before, after CPU, n int) string {
 	slices.Sort(names)
 	for _, k := range names {
 		ticks := after.ByProgram[k] - before.ByProgram[k]
+		if ticks < 0 {
+			continue // a process that was restarted in between
+		}
 		fmt.Fprintf(&b, " %s %.2fs (%.1f ms/claim);", k, float64(ticks)/100, 10*float64(ticks)/float64(n))
 	}
 	return strings.TrimSuffix(b.String(), ";")

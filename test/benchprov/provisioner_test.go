@@ -122,24 +122,35 @@ func benchClients(t *testing.T, c *cluster.Cluster) clients {
 	return clients{kubeconfig: kc, config: cfg}
 }
 
-// programs are the processes whose CPU time the bench reports (command
-// names as /proc shows them, cut to 15 characters).
-var programs = []string{"kube-apiserver", "etcd", "binder", "provisioner", "kube-controller", "csi-provisioner", "kube-scheduler", "mock-driver", "benchprov.test"}
+// cpuPIDs names the processes whose CPU time the bench reports: this
+// run's control plane, components and the bench itself.
+func cpuPIDs(p pair, apiPID, etcdPID int, binder, prov *cluster.Process) map[string]int {
+	pids := map[string]int{"kube-apiserver": apiPID, "etcd": etcdPID, "bench": os.Getpid()}
+	if binder != nil && prov != nil {
+		if p.upstream {
+			pids["kube-controller-manager"], pids["external-provisioner"] = binder.Pid(), prov.Pid()
+		} else {
+			pids["binder"], pids["provisioner"] = binder.Pid(), prov.Pid()
+		}
+	}
+	return pids
+}
 
 // measure creates the claims (and pods), waits for them, and makes the row.
 func measure(t *testing.T, c *cluster.Cluster, bc clients, p pair, n int, label, class string, podOf func(int) *corev1.Pod, binder, prov *cluster.Process) row {
 	before := apiRequests(t, c)
 	stopProfile := profileAPIServer(t, c, label)
-	cpuBefore := bench.ReadCPU(programs...)
+	apiPID, etcdPID := c.ControlPlanePIDs()
+	pids := cpuPIDs(p, apiPID, etcdPID, binder, prov)
+	cpuBefore := bench.ReadCPU(pids)
 	var after func(context.Context, kubernetes.Interface, int, *corev1.PersistentVolumeClaim) error
 	if p.floor {
 		after = floorWrites
 	}
-	apiPID, etcdPID := c.ControlPlanePIDs()
 	lat, total, err := createAndWait(t, bc.config, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, class) }, podOf, after)
 	r := row{label: label, n: n, total: total, upstream: p.upstream, floor: p.floor, qps: p.qps}
 	r.apiRSS, r.etcdRSS = pidRSS(apiPID), pidRSS(etcdPID)
-	r.cpu = bench.CPUUse(cpuBefore, bench.ReadCPU(programs...), n)
+	r.cpu = bench.CPUUse(cpuBefore, bench.ReadCPU(pids), n)
 	stopProfile()
 	r.requests = bench.RequestsPerClaim(before, apiRequests(t, c), n) + eventsByReason(t, c, n)
 	if err != nil {
