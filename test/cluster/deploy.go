@@ -53,7 +53,9 @@ patches:
 // NodeImages), and waits until it runs: the binder's replicas ready, the
 // tether-local DaemonSet ready on every node and the driver registered
 // with every node's kubelet. It returns the time from apply to running.
-func (c *Cluster) DeployCSI(t T, nodes []string) time.Duration {
+// patches are more kustomize patches (each a strategic merge patch in
+// YAML), for tests that change the deployment (UpstreamPatches).
+func (c *Cluster) DeployCSI(t T, nodes []string, patches ...string) time.Duration {
 	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {
@@ -71,6 +73,9 @@ func (c *Cluster) DeployCSI(t T, nodes []string) time.Duration {
 	untagged := func(ref string) string { return strings.TrimSuffix(ref, ":e2e") }
 	k := fmt.Sprintf(deployOverlay, untagged(BinderImage), untagged(ProvisionerImage), untagged(DriverImage),
 		untagged(RegistrarImage), env)
+	for _, p := range patches {
+		k += "  - patch: |\n      " + strings.ReplaceAll(strings.TrimSpace(p), "\n", "\n      ") + "\n"
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "test"), 0o755); err != nil {
 		t.Fatal(err)
 	}
