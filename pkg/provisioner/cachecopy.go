@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 )
@@ -24,8 +25,28 @@ func (i copyingInformer) GetStore() cache.Store {
 	return copyingStore{i.SharedIndexInformer.GetStore()}
 }
 
-// copyingStore hands out deep copies of what it holds; writes go through.
+// copyingStore hands out deep copies of what it holds. Writes go through,
+// but for one: the library adds the PV it has just saved as it sent it,
+// without the server's resourceVersion, UID or anything set since; when
+// the watch delivered the saved PV first, that copy would replace it until
+// the PV's next event, and the library's next write from it (the
+// finalizer's removal on a Retain PV) would go out without a
+// precondition. A PV without a resourceVersion is stored only when the
+// store has none of that name yet (the library's guard against making the
+// volume twice before the watch catches up).
 type copyingStore struct{ cache.Store }
+
+func (s copyingStore) Add(obj any) error    { return s.write(obj, s.Store.Add) }
+func (s copyingStore) Update(obj any) error { return s.write(obj, s.Store.Update) }
+
+func (s copyingStore) write(obj any, write func(any) error) error {
+	if m, err := meta.Accessor(obj); err == nil && m.GetResourceVersion() == "" {
+		if _, exists, err := s.Store.Get(obj); err == nil && exists {
+			return nil
+		}
+	}
+	return write(obj)
+}
 
 func copyOf(obj any) any {
 	if o, ok := obj.(runtime.Object); ok {

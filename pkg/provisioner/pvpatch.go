@@ -96,8 +96,12 @@ const (
 // with the resourceVersion as precondition. Pure.
 func FinalizerPatch(current, updated *v1.PersistentVolume) ([]byte, PatchKind) {
 	if updated.ResourceVersion == "" {
-		// An unconditional Update: nothing to compare against.
-		return nil, PatchUpdate
+		// The library's own copy of a PV it has just saved (it puts what
+		// it sent into the cache, and that can land after the watch's
+		// object). Written unconditionally it would undo whatever changed
+		// since the save; a conflict makes the library retry with the
+		// watch's object.
+		return nil, PatchConflict
 	}
 	if current.ResourceVersion != updated.ResourceVersion {
 		return nil, PatchConflict

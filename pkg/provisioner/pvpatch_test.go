@@ -44,7 +44,7 @@ func TestFinalizerPatch(t *testing.T) {
 		{name: "the spec changed too", current: patchPV("5"), updated: changedSpec, want: PatchUpdate},
 		{name: "an annotation changed", current: patchPV("5", fin), updated: changedAnn, want: PatchUpdate},
 		{name: "stale resourceVersion", current: patchPV("6", fin), updated: patchPV("5"), want: PatchConflict},
-		{name: "unconditional update", current: patchPV("6", fin), updated: patchPV(""), want: PatchUpdate},
+		{name: "the library's unsaved copy (no resourceVersion) is a conflict, not an unconditional update", current: patchPV("6", fin), updated: patchPV(""), want: PatchConflict},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
