@@ -86,3 +86,19 @@ func TestFocusExpr(t *testing.T) {
 		})
 	}
 }
+
+func TestSkipExpr(t *testing.T) {
+	re := regexp.MustCompile(skipExpr())
+	prefix := "External Storage [Driver: local.csi.tether.dev] "
+	for name, want := range map[string]bool{
+		"[Testpattern: Dynamic PV (default fs)] subPath should unmount if pod is force deleted while kubelet is down [Disruptive] [Slow] [LinuxOnly]": true,
+		"[Testpattern: Dynamic PV (filesystem volmode)] volumeMode should not mount / map unused volumes in a pod [LinuxOnly]":                        true,
+		"[Testpattern: Dynamic PV (default fs)] provisioning should provision storage with any volume data source [Serial]":                           true,
+		"[Testpattern: Dynamic PV (default fs)] volumes should store data":                                                                            false,
+		"[Testpattern: Dynamic PV (filesystem volmode)] volumeMode should fail to use a volume in a pod with mismatched mode [Slow]":                  false,
+	} {
+		if got := re.MatchString(prefix + name); got != want {
+			t.Errorf("skip %q: %v, want %v", name, got, want)
+		}
+	}
+}
