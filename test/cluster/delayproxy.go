@@ -116,11 +116,40 @@ func (p *DelayProxy) pipe(dst, src net.Conn) {
 	queue := make(chan chunk, 1024)
 	var writer sync.WaitGroup
 	writer.Go(func() {
-		for c := range queue {
+		var pending *chunk // read from the queue, not yet due
+		for {
+			var c chunk
+			if pending != nil {
+				c, pending = *pending, nil
+			} else {
+				var ok bool
+				if c, ok = <-queue; !ok {
+					break
+				}
+			}
 			if wait := time.Until(c.due); wait > 0 {
 				time.Sleep(wait)
 			}
-			if _, err := dst.Write(c.data); err != nil {
+			// Everything else that is due by now goes in the same write
+			// (one writev instead of a wake-up and a write per chunk).
+			out := net.Buffers{c.data}
+		more:
+			for {
+				select {
+				case next, ok := <-queue:
+					if !ok {
+						break more
+					}
+					if next.due.After(time.Now()) {
+						pending = &next
+						break more
+					}
+					out = append(out, next.data)
+				default:
+					break more
+				}
+			}
+			if _, err := out.WriteTo(dst); err != nil {
 				src.Close()
 				dst.Close()
 				for range queue { // let the reader finish
