@@ -45,6 +45,9 @@ func newSnapshots(ctx context.Context, cfg *rest.Config, disc discovery.Discover
 	} else if err != nil {
 		return nil, fmt.Errorf("looking for the VolumeSnapshot API (%s): %w", gv, err)
 	}
+	// CRDs speak JSON only (the main client asks for protobuf).
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
 	client, err := snapclientset.NewForConfig(cfg)
 	if err != nil {
 		return nil, err

@@ -96,4 +96,35 @@ if missing agnhost; then
   (cd "$here" && CGO_ENABLED=0 go build -trimpath -o "$bin/agnhost" k8s.io/kubernetes/test/images/agnhost)
 fi
 
+# The VolumeSnapshot stack, for restores: the snapshot-controller and the
+# csi-snapshotter sidecar (static: the real nodes run the sidecar from an
+# image that holds nothing but the binary), and the snapshot CRDs from the
+# client module of the same release, copied into $bin/snapshot-crds.
+# The release's go.mod replaces its client module with ./client, which the
+# module download does not hold: the same client release comes from the
+# proxy instead.
+if missing snapshot-controller csi-snapshotter; then
+  echo ">> building snapshot-controller and csi-snapshotter $EXTERNAL_SNAPSHOTTER_VERSION"
+  snap_mod=github.com/kubernetes-csi/external-snapshotter
+  snap_src=$(go mod download -json "$snap_mod/v8@$EXTERNAL_SNAPSHOTTER_VERSION" | awk -F'"' '/"Dir"/ {print $4}')
+  [ -n "$snap_src" ] || { echo "cannot download $snap_mod/v8@$EXTERNAL_SNAPSHOTTER_VERSION" >&2; exit 1; }
+  snap_work=$(mktemp -d)
+  cp -r "$snap_src/." "$snap_work/"; chmod -R u+w "$snap_work"
+  (cd "$snap_work" &&
+    go mod edit -replace="$snap_mod/client/v8=$snap_mod/client/v8@$EXTERNAL_SNAPSHOTTER_VERSION" &&
+    for t in snapshot-controller csi-snapshotter; do
+      CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$bin/$t" "./cmd/$t"
+    done)
+  rm -rf "$snap_work"
+fi
+if [ ! -f "$bin/snapshot-crds/snapshot.storage.k8s.io_volumesnapshots.yaml" ]; then
+  echo ">> copying the VolumeSnapshot CRDs $EXTERNAL_SNAPSHOTTER_VERSION"
+  crd_src=$(go mod download -json "github.com/kubernetes-csi/external-snapshotter/client/v8@$EXTERNAL_SNAPSHOTTER_VERSION" | awk -F'"' '/"Dir"/ {print $4}')
+  [ -n "$crd_src" ] || { echo "cannot download the snapshot client module" >&2; exit 1; }
+  mkdir -p "$bin/snapshot-crds"
+  for k in volumesnapshotclasses volumesnapshotcontents volumesnapshots; do
+    install -m 0644 "$crd_src/config/crd/snapshot.storage.k8s.io_$k.yaml" "$bin/snapshot-crds/"
+  done
+fi
+
 echo ">> tools ready in $bin"

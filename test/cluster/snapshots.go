@@ -1,0 +1,50 @@
+package cluster
+
+import (
+	"path/filepath"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// The VolumeSnapshot stack of external-snapshotter (hack/tools builds it):
+// the CRDs, the snapshot-controller (a process, as KCM is) and the
+// csi-snapshotter sidecar next to a driver.
+
+// StartSnapshotController installs the VolumeSnapshot CRDs, waits until the
+// API server serves them, and runs the snapshot-controller.
+func (c *Cluster) StartSnapshotController(t T, extraArgs ...string) *Process {
+	t.Helper()
+	InstallSnapshotCRDs(t, c)
+	path, err := Tool("snapshot-controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--kubeconfig=" + c.Kubeconfig, "--leader-election=false", "--v=4"}, extraArgs...)
+	return StartProcess(t, ProcessOptions{Name: "snapshot-controller", Path: path, Args: args, Dir: c.Dir})
+}
+
+// InstallSnapshotCRDs installs the VolumeSnapshot, VolumeSnapshotContent
+// and VolumeSnapshotClass CRDs and waits until they are served.
+func InstallSnapshotCRDs(t T, c *Cluster) {
+	t.Helper()
+	dir, err := Tool("snapshot-crds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true}); err != nil {
+		t.Fatalf("installing the snapshot CRDs from %s: %v", filepath.Base(dir), err)
+	}
+}
+
+// StartSnapshotter runs the csi-snapshotter sidecar against a driver's
+// socket, as the admin (or the kubeconfig in extraArgs).
+func (c *Cluster) StartSnapshotter(t T, name, socket string, extraArgs ...string) *Process {
+	t.Helper()
+	path, err := Tool("csi-snapshotter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--kubeconfig=" + c.Kubeconfig, "--csi-address=" + socket, "--leader-election=false",
+		"--timeout=30s", "--v=4"}, extraArgs...)
+	return StartProcess(t, ProcessOptions{Name: "csi-snapshotter-" + name, Path: path, Args: args, Dir: c.Dir})
+}
