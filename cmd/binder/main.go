@@ -34,12 +34,12 @@ func defaultOptions() options {
 		// bind a few hundred claims a second.
 		kube:   server.KubeOptions{QPS: 1000, Burst: 2000},
 		leader: server.DefaultLeaderOptions("tether-binder", true),
-		// A bind is four writes one after another, each waiting for etcd
-		// to commit (5 to 20 ms in a real cluster): 16 workers would cap
-		// binding at 16/(4 x 20 ms) = 200 claims/s; 64 keep the API
-		// server, not the binder, the limit (make bench-binder with
-		// BENCH_ETCD_DELAY).
-		workers: 64,
+		// 16, not more: with 64 the binder met most provisioned volumes
+		// before the provisioner's in-flight write to their claim reached
+		// its cache, and its bind write then conflicted (one conflict and
+		// one read per claim in make bench-provisioner, against 0.1 with
+		// 16).
+		workers: 16,
 		resync:  15 * time.Second,
 	}
 	return o
