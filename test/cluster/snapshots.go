@@ -1,11 +1,5 @@
 package cluster
 
-import (
-	"path/filepath"
-
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-)
-
 // The VolumeSnapshot stack of external-snapshotter (hack/tools builds it):
 // the CRDs, the snapshot-controller (a process, as KCM is) and the
 // csi-snapshotter sidecar next to a driver.
@@ -31,9 +25,10 @@ func InstallSnapshotCRDs(t T, c *Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true}); err != nil {
-		t.Fatalf("installing the snapshot CRDs from %s: %v", filepath.Base(dir), err)
-	}
+	c.Kubectl(t, nil, "apply", "-f", dir)
+	c.Kubectl(t, nil, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/volumesnapshots.snapshot.storage.k8s.io", "crd/volumesnapshotcontents.snapshot.storage.k8s.io",
+		"crd/volumesnapshotclasses.snapshot.storage.k8s.io")
 }
 
 // StartSnapshotter runs the csi-snapshotter sidecar against a driver's
