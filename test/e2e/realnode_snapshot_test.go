@@ -2,10 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +13,6 @@ import (
 
 	"github.com/tether-csi/tether/test/cluster"
 )
-
-// snapshotterImage is the csi-snapshotter of the tools cache, packed
-// locally (the upstream image cannot be fetched here).
-const snapshotterImage = "localhost/csi-snapshotter:e2e"
 
 // TestRealNodeRestore runs deploy/csi with its snapshots component on a
 // real kubelet node, beside the snapshot-controller: a pod writes into a
@@ -38,33 +30,11 @@ func TestRealNodeRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := cluster.Tool("csi-snapshotter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	images := append(cluster.NodeImages(t), cluster.Image{Ref: snapshotterImage, Files: map[string]string{"app": bin}, Entrypoint: []string{"/app"}})
+	images := append(cluster.NodeImages(t), cluster.SnapshotterNodeImage(t))
 	e := &realEnv{env: env{c: c, root: root}, nodes: map[string]*cluster.RealNode{"node-1": c.StartRealNode(t, "node-1", images)}}
-	// The CRDs before deploy/csi: the provisioner looks for the API at start.
-	c.StartSnapshotController(t, "--enable-distributed-snapshotting")
-
-	// deploy/csi/snapshots as shipped, its sidecar's image swapped.
-	component := filepath.Join(root, "deploy", "csi", "snapshots")
-	patch, err := os.ReadFile(filepath.Join(component, "snapshotter.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch = []byte(strings.Replace(string(patch), "image: csi-snapshotter", "image: "+snapshotterImage, 1))
-	// As DeployCSI does for the provisioner: the API server's address (no
-	// kube-proxy serves the kubernetes Service here).
-	api, err := url.Parse(c.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch = []byte(strings.Replace(string(patch), "          env:\n", fmt.Sprintf(
-		"          env:\n            - {name: KUBERNETES_SERVICE_HOST, value: %q}\n            - {name: KUBERNETES_SERVICE_PORT, value: %q}\n",
-		api.Hostname(), api.Port()), 1))
-	c.DeployCSI(t, []string{"node-1"}, string(patch))
-	c.Kubectl(t, nil, "apply", "-f", filepath.Join(component, "rbac-snapshotter.yaml"), "-f", filepath.Join(component, "snapshotclass.yaml"))
+	// deploy/csi/snapshots as shipped, but for its sidecar's image and the
+	// API server's address.
+	c.DeployCSI(t, []string{"node-1"}, c.SnapshotsComponent(t))
 	t.Logf("control plane, node and deploy/csi with snapshots running in %s", time.Since(start).Round(time.Second))
 	e.apply(t, "storageclass-local.yaml")
 
