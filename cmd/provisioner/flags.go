@@ -159,7 +159,7 @@ func addCompatFlags(fs *flag.FlagSet, c *compatOptions) {
 	fs.DurationVar(&c.logFlush, "log-flush-frequency", c.logFlush, "Longest time between log flushes.")
 	fs.Float64Var(&c.capacityQPS, "kube-api-capacity-qps", 0, "Queries per second of the capacity publisher's own client; 0 shares the main client (--kube-api-qps).")
 	fs.IntVar(&c.capacityBurst, "kube-api-capacity-burst", 0, "Burst of the capacity publisher's own client; 0 shares the main client (--kube-api-burst).")
-	fs.UintVar(&c.cloningThreads, "cloning-protection-threads", c.cloningThreads, "Workers of the controller that releases the sources of finished clones.")
+	fs.UintVar(&c.cloningThreads, "cloning-protection-threads", c.cloningThreads, "Workers of the controllers that release the sources of finished clones and the snapshots of finished restores.")
 
 	ignored := func(name string) string {
 		return "Accepted for external-provisioner's manifests and ignored: " + ignoredFlags[name] + "."
