@@ -52,6 +52,9 @@ func (p *Provisioner) nodeShouldProvision(ctx context.Context, claim *v1.Persist
 	if err != nil || DelayBinding(class) {
 		return false // a delayed class waits for the scheduler's choice
 	}
+	if ds, err := DataSourceOf(claim); err == nil && ds.Kind == PopulatorSource {
+		return false // a volume populator's claim: no node takes it
+	}
 	p.scheduleOwnership(ctx, claim)
 	return false
 }

@@ -27,6 +27,11 @@ func TestShouldProvision(t *testing.T) {
 		// The bug: node-mode provisioners set selected-node on claims of
 		// other provisioners (here: none) of Immediate classes.
 		{"node mode: an Immediate claim of another provisioner is not owned", []envOpt{nodeMode("node-1"), immediateBinding()}, newClaim(), false},
+		{"node mode: an Immediate claim left to a volume populator is not owned", []envOpt{nodeMode("node-1"), immediateBinding()},
+			newClaim(forDriver, func(c *v1.PersistentVolumeClaim) {
+				group := "hello.example.com"
+				c.Spec.DataSourceRef = &v1.TypedObjectReference{APIGroup: &group, Kind: "Hello", Name: "x"}
+			}), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
