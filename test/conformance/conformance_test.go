@@ -52,8 +52,8 @@ var skipped = []struct{ pattern, why string }{
 			"which there is no registry to pull from and no source on the Go proxy to build from"},
 }
 
-// shortPart is what make test runs: one spec of each main suite, a few
-// minutes on 2 cores. make conformance runs them all.
+// shortPart is what make test runs: one spec of each main suite, about 2.5
+// minutes of specs on 2 cores (5 with the set-up). make conformance runs them all.
 var shortPart = []string{
 	`\[Testpattern: Dynamic PV \(filesystem volmode\)\] multiVolume \[Slow\] should access to two volumes with the same volume mode and retain data across pod recreation on the same node`,
 	`\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data`,
@@ -62,6 +62,7 @@ var shortPart = []string{
 	`\[Testpattern: Generic Ephemeral-volume \(default fs\) \(late-binding\)\] ephemeral should create read/write inline ephemeral volume`,
 	`\[Testpattern: Dynamic PV \(delayed binding\)\] topology should provision a volume and schedule a pod with AllowedTopologies`,
 	`\[Testpattern: Dynamic PV \(default fs\)\] capacity provides storage capacity information`,
+	`\[Testpattern: Dynamic PV \(default fs\)\] read-write-once-pod should block a second pod from using an in-use ReadWriteOncePod volume on the same node`,
 }
 
 // TestExternalStorage starts a control plane with two real nodes, deploys
