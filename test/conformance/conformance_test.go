@@ -135,7 +135,7 @@ func TestExternalStorage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	summary := fmt.Sprintf("External Storage, stack %s, %s:\n%s", *stack, map[bool]string{true: "full", false: "short part"}[*full], counts)
+	summary := fmt.Sprintf("External Storage, stack %s, %s:\n%s", *stack, runName(*full, *focus), counts)
 	t.Log(summary)
 	if err := os.WriteFile(filepath.Join(artifacts, "counts.txt"), []byte(summary), 0o644); err != nil {
 		t.Error(err)
@@ -161,6 +161,17 @@ func focusExpr(full bool, user string) string {
 		return driverFocus
 	}
 	return driverFocus + ".*(" + strings.Join(shortPart, "|") + ")"
+}
+
+// runName says which specs a run selected, for its summary.
+func runName(full bool, user string) string {
+	switch {
+	case user != "":
+		return "focus " + user
+	case full:
+		return "full"
+	}
+	return "short part"
 }
 
 // skipExpr joins the skipped patterns.
