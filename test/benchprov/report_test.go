@@ -112,7 +112,7 @@ func medians(rows []row) []row {
 func render(title string, rows []row) string {
 	var b strings.Builder
 	b.WriteString(title + ".\nTimes from the first claim's creation; latency from each claim's creation to Bound, seen by a watch; RSS is VmHWM.\n")
-	b.WriteString("\"floor\" is no binder and no provisioner: the claim and the pipeline's writes from a plain client, 64 claims at a time (bench.ProvisionWrites).\n")
+	b.WriteString("\"floor\" is no binder and no provisioner: the claim and the pipeline's writes from a plain client, 256 claims at a time (bench.ProvisionWrites).\n")
 	var delays []time.Duration
 	for _, r := range rows {
 		if !slices.Contains(delays, r.delay) {
