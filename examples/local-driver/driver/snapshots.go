@@ -38,8 +38,22 @@ import (
 // its files are all copied, that it is filling: a CreateVolume retried
 // after a crash copies them again; one whose snapshot is gone meanwhile
 // deletes the half-filled volume and answers NotFound.
+//
+// A snapshot's ID names the node that holds it: <local>@<node>, where
+// <local> is its name under <root>/snapshots. The scheduler knows nothing of
+// where a snapshot is, so it may pick another node for a restored claim:
+// there a restore answers ResourceExhausted, on which a provisioner with a
+// selected node (external-provisioner's rule, and tether's) has the claim
+// scheduled again. An ID without "@" names a snapshot of this node.
 
 const snapDir = "snapshots"
+
+// snapNodeSep joins a snapshot's local name and its node in its ID; node
+// names (DNS subdomains) and local names never hold it.
+const snapNodeSep = "@"
+
+// maxSnapshotID keeps IDs within the CSI spec's 128 bytes.
+const maxSnapshotID = 128
 
 // snapMeta is the content of a snapshot's <id>.json.
 type snapMeta struct {
@@ -108,12 +122,39 @@ func (s *snapStore) get(id string) (snapMeta, bool) {
 	return m, ok
 }
 
+// snapLocalIDFor derives the local name of the snapshot CreateSnapshot
+// calls name: as a volume's ID, hashed when the ID with the node would be
+// too long.
+func (d *Driver) snapLocalIDFor(name string) string {
+	id := volumeIDFor(name)
+	if len(id)+len(snapNodeSep)+len(d.cfg.NodeID) > maxSnapshotID {
+		id = volumeIDFor("/" + name) // never a valid ID, so always the hash
+	}
+	return id
+}
+
+// snapshotID is the ID of this node's snapshot named local.
+func (d *Driver) snapshotID(local string) string { return local + snapNodeSep + d.cfg.NodeID }
+
+// splitSnapshotID returns the local name of a snapshot ID and, when another
+// node holds the snapshot, that node.
+func (d *Driver) splitSnapshotID(id string) (local, elsewhere string) {
+	i := strings.LastIndex(id, snapNodeSep)
+	if i < 0 {
+		return id, ""
+	}
+	if node := id[i+len(snapNodeSep):]; node != d.cfg.NodeID {
+		return id[:i], node
+	}
+	return id[:i], ""
+}
+
 // snapLockKey is a snapshot's key in the driver's key locks; a slash is
 // never in a volume ID, so the keys do not collide.
 func snapLockKey(id string) string { return "snapshot/" + id }
 
 func (d *Driver) snapshot(id string, m snapMeta) *csi.Snapshot {
-	return &csi.Snapshot{SnapshotId: id, SourceVolumeId: m.SourceVolumeID, SizeBytes: m.SizeBytes,
+	return &csi.Snapshot{SnapshotId: d.snapshotID(id), SourceVolumeId: m.SourceVolumeID, SizeBytes: m.SizeBytes,
 		CreationTime: timestamppb.New(time.Unix(0, m.CreatedUnix)), ReadyToUse: true}
 }
 
@@ -182,11 +223,15 @@ func (d *Driver) listSnapshots(req *csi.ListSnapshotsRequest) (*csi.ListSnapshot
 			return nil, status.Errorf(codes.Aborted, "starting token %q was not made by this driver", token)
 		}
 	}
+	want, elsewhere := d.splitSnapshotID(req.GetSnapshotId())
+	if elsewhere != "" {
+		return &csi.ListSnapshotsResponse{}, nil // not this node's
+	}
 	d.snaps.mu.Lock()
 	ids := make([]string, 0, len(d.snaps.snaps))
 	metas := make(map[string]snapMeta, len(d.snaps.snaps))
 	for id, m := range d.snaps.snaps {
-		if (req.GetSnapshotId() == "" || id == req.GetSnapshotId()) && (req.GetSourceVolumeId() == "" || m.SourceVolumeID == req.GetSourceVolumeId()) {
+		if (want == "" || id == want) && (req.GetSourceVolumeId() == "" || m.SourceVolumeID == req.GetSourceVolumeId()) {
 			ids = append(ids, id)
 			metas[id] = m
 		}
@@ -194,15 +239,17 @@ func (d *Driver) listSnapshots(req *csi.ListSnapshotsRequest) (*csi.ListSnapshot
 	d.snaps.mu.Unlock()
 	sort.Strings(ids)
 	resp := &csi.ListSnapshotsResponse{}
+	last := ""
 	for _, id := range ids {
 		if id <= after {
 			continue
 		}
 		if n := int(req.GetMaxEntries()); n > 0 && len(resp.Entries) == n {
-			resp.NextToken = listTokenPrefix + resp.Entries[n-1].GetSnapshot().GetSnapshotId()
+			resp.NextToken = listTokenPrefix + last
 			break
 		}
 		resp.Entries = append(resp.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: d.snapshot(id, metas[id])})
+		last = id
 	}
 	return resp, nil
 }
@@ -218,7 +265,11 @@ func (d *Driver) restoreSource(req *csi.CreateVolumeRequest) (string, snapMeta, 
 	if src.GetSnapshot() == nil {
 		return "", snapMeta{}, status.Error(codes.InvalidArgument, "only snapshots can be a volume's content source (no CLONE_VOLUME)")
 	}
-	id := src.GetSnapshot().GetSnapshotId()
+	id, elsewhere := d.splitSnapshotID(src.GetSnapshot().GetSnapshotId())
+	if elsewhere != "" {
+		return "", snapMeta{}, status.Errorf(codes.ResourceExhausted, "snapshot %s is on node %s: a restore from it can only be made there, not on node %s",
+			src.GetSnapshot().GetSnapshotId(), elsewhere, d.cfg.NodeID)
+	}
 	m, ok := d.snaps.get(id)
 	if !ok || !validID(id) {
 		// A restore from it cut short before the snapshot went can never
@@ -230,7 +281,7 @@ func (d *Driver) restoreSource(req *csi.CreateVolumeRequest) (string, snapMeta, 
 			}
 			klog.InfoS("Removed a volume whose restore cannot finish: its snapshot is gone", "volumeID", vid, "snapshotID", id)
 		}
-		return "", snapMeta{}, status.Errorf(codes.NotFound, "snapshot %q does not exist", id)
+		return "", snapMeta{}, status.Errorf(codes.NotFound, "snapshot %q does not exist", src.GetSnapshot().GetSnapshotId())
 	}
 	return id, m, nil
 }
@@ -287,7 +338,7 @@ func (d *Driver) restoredVolume(id string, m volumeMeta) *csi.Volume {
 	v := d.volume(id, m)
 	if m.SourceSnapshot != "" {
 		v.ContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
-			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: m.SourceSnapshot}}}
+			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: d.snapshotID(m.SourceSnapshot)}}}
 	}
 	return v
 }
@@ -350,7 +401,7 @@ func (s *controllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 		return nil, err
 	}
 	defer unlockVol()
-	id := volumeIDFor(req.GetName())
+	id := s.d.snapLocalIDFor(req.GetName())
 	unlock, err := s.d.lockVolume(ctx, snapLockKey(id))
 	if err != nil {
 		return nil, err
@@ -363,12 +414,17 @@ func (s *controllerServer) DeleteSnapshot(ctx context.Context, req *csi.DeleteSn
 	if req.GetSnapshotId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "no snapshot ID")
 	}
-	unlock, err := s.d.lockVolume(ctx, snapLockKey(req.GetSnapshotId()))
+	id, elsewhere := s.d.splitSnapshotID(req.GetSnapshotId())
+	if elsewhere != "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "snapshot %s is on node %s, not on node %s: only the driver there can delete it",
+			req.GetSnapshotId(), elsewhere, s.d.cfg.NodeID)
+	}
+	unlock, err := s.d.lockVolume(ctx, snapLockKey(id))
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := s.d.deleteSnapshot(req.GetSnapshotId()); err != nil {
+	if err := s.d.deleteSnapshot(id); err != nil {
 		return nil, err
 	}
 	return &csi.DeleteSnapshotResponse{}, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -97,7 +98,7 @@ func TestSnapshotAndRestore(t *testing.T) {
 	if _, err := td.ctrl.DeleteSnapshot(context.Background(), &csi.DeleteSnapshotRequest{SnapshotId: snap.SnapshotId}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(td.d.snaps.path(snap.SnapshotId)); !os.IsNotExist(err) {
+	if _, err := os.Stat(td.d.snaps.path(localSnap(t, snap.SnapshotId))); !os.IsNotExist(err) {
 		t.Errorf("the snapshot's folder is still there: %v", err)
 	}
 	if _, err := td.ctrl.DeleteSnapshot(context.Background(), &csi.DeleteSnapshotRequest{SnapshotId: snap.SnapshotId}); err != nil {
@@ -170,7 +171,7 @@ func TestListSnapshots(t *testing.T) {
 	if got := list(&csi.ListSnapshotsRequest{SourceVolumeId: a.VolumeId}); len(got) != 2 {
 		t.Errorf("by source %v", got)
 	}
-	if got := list(&csi.ListSnapshotsRequest{SnapshotId: "s3"}); len(got) != 1 || got[0] != "s3" {
+	if got := list(&csi.ListSnapshotsRequest{SnapshotId: "s3@node-a"}); len(got) != 1 || got[0] != "s3@node-a" {
 		t.Errorf("by ID %v", got)
 	}
 	if got := list(&csi.ListSnapshotsRequest{SnapshotId: "nope"}); len(got) != 0 {
@@ -197,7 +198,7 @@ func TestSnapshotsAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An interrupted restore: committed, files not copied yet.
-	half := volumeMeta{Name: "half-restored", CapacityBytes: gi, SourceSnapshot: snap.SnapshotId, Filling: true}
+	half := volumeMeta{Name: "half-restored", CapacityBytes: gi, SourceSnapshot: localSnap(t, snap.SnapshotId), Filling: true}
 	if err := td.d.store.create("half-restored", half); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestSnapshotsAcrossRestart(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, snapDir, "half")); !os.IsNotExist(err) {
 		t.Errorf("the unfinished snapshot's folder stayed: %v", err)
 	}
-	if _, ok := td.d.snaps.get(snap.SnapshotId); !ok {
+	if _, ok := td.d.snaps.get(localSnap(t, snap.SnapshotId)); !ok {
 		t.Fatal("the snapshot was lost in the restart")
 	}
 	v, err := td.restore("half-restored", gi, snap.SnapshotId)
@@ -231,5 +232,78 @@ func TestSnapshotsAcrossRestart(t *testing.T) {
 	wantCode(t, err, codes.NotFound)
 	if _, ok := td.d.store.get("orphan-restore"); ok {
 		t.Error("the half-made volume of a deleted snapshot stayed")
+	}
+}
+
+// localSnap is the local name of one of node-a's snapshot IDs.
+func localSnap(t *testing.T, id string) string {
+	t.Helper()
+	local, ok := strings.CutSuffix(id, snapNodeSep+"node-a")
+	if !ok {
+		t.Fatalf("snapshot ID %q does not name node-a", id)
+	}
+	return local
+}
+
+// TestSnapshotOnAnotherNode: an ID names the node holding the snapshot; a
+// restore elsewhere answers ResourceExhausted (the claim is scheduled
+// again), a deletion elsewhere fails, a listing elsewhere finds nothing,
+// and an ID without a node names this node's snapshot.
+func TestSnapshotOnAnotherNode(t *testing.T) {
+	td := openTestDriver(t, t.TempDir(), 10*gi)
+	vol, err := td.create("src", gi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(td.d.store.path(vol.VolumeId), "f"), "data")
+	snap, err := td.snapshot("snap", vol.VolumeId)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.SnapshotId != "snap@node-a" {
+		t.Fatalf("snapshot ID %q, want snap@node-a", snap.SnapshotId)
+	}
+	long, err := td.snapshot(strings.Repeat("n", 127), vol.VolumeId)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(long.SnapshotId) > maxSnapshotID || !strings.HasSuffix(long.SnapshotId, "@node-a") {
+		t.Errorf("a long name's snapshot ID %q (%d bytes)", long.SnapshotId, len(long.SnapshotId))
+	}
+
+	for _, tc := range []struct {
+		name, id string
+		restore  codes.Code // OK: restored
+		delete   codes.Code
+		listed   int
+	}{
+		{"this node's", "snap@node-a", codes.OK, codes.OK, 1},
+		{"without a node: this node's", "snap", codes.OK, codes.OK, 1},
+		{"another node's", "snap@node-b", codes.ResourceExhausted, codes.FailedPrecondition, 0},
+		{"unknown, this node", "nope@node-a", codes.NotFound, codes.OK, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := td.restore("r-"+strings.ReplaceAll(tc.name, " ", "-"), gi, tc.id)
+			wantCode(t, err, tc.restore)
+			if err == nil {
+				if got := readFile(t, filepath.Join(td.d.store.path(v.VolumeId), "f")); got != "data" {
+					t.Errorf("restored %q", got)
+				}
+				if src := v.GetContentSource().GetSnapshot().GetSnapshotId(); src != "snap@node-a" {
+					t.Errorf("content source %q, want snap@node-a", src)
+				}
+			}
+			resp, err := td.ctrl.ListSnapshots(context.Background(), &csi.ListSnapshotsRequest{SnapshotId: tc.id})
+			if err != nil || len(resp.Entries) != tc.listed {
+				t.Errorf("listed %d (%v), want %d", len(resp.GetEntries()), err, tc.listed)
+			}
+			if tc.delete != codes.OK {
+				_, err := td.ctrl.DeleteSnapshot(context.Background(), &csi.DeleteSnapshotRequest{SnapshotId: tc.id})
+				wantCode(t, err, tc.delete)
+			}
+		})
+	}
+	if _, ok := td.d.snaps.get("snap"); !ok {
+		t.Error("a deletion on another node's ID removed this node's snapshot")
 	}
 }
