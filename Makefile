@@ -102,5 +102,5 @@ test-diff: tools ## differential test: our binder against KCM's on random scenar
 	DIFF_SCENARIOS=$(DIFF_SCENARIOS) DIFF_SEED=$(DIFF_SEED) \
 	  $(GO) test -count=1 -timeout 120m -run '^TestDifferential$$' -v ./test/diff/
 
-bench-binder: tools ## time our binder, KCM's and the floor binding N volumes to N claims, etcd on loopback and 2.5ms away (BENCH_N, BENCH_QPS, BENCH_RUNS, BENCH_ETCD_DELAY)
+bench-binder: tools ## time our binder, KCM's and the floor binding N volumes to N claims, etcd on loopback and 2.5ms away (BENCH_N, BENCH_QPS, BENCH_RUNS, BENCH_ETCD_DELAY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 180m -run '^TestBenchBinder$$' -v ./test/bench/

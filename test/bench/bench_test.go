@@ -42,6 +42,8 @@ import (
 //	                   cluster.Options.EtcdDelay)
 //	BENCH_RUNS         rounds of each binder at each size (default 1); the
 //	                   table shows the median round
+//	BENCH_PPROF        a folder: CPU profiles of the API server and of
+//	                   tether's binder for the first 5 s of each round
 type benchConfig struct {
 	binders    []string
 	sizes      []int
@@ -203,8 +205,12 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 		t.Fatalf("%d claims Bound before any binder runs", got)
 	}
 
+	pprofAddrs := map[string]string{}
 	if binder == "tether" {
 		cluster.BuildBinary(t, "./cmd/binder") // compile before the clock starts
+		if os.Getenv("BENCH_PPROF") != "" {
+			pprofAddrs["binder"] = cluster.FreeAddr(t)
+		}
 	}
 	requestsBefore := apiRequests(t, c)
 	pids := map[string]int{"kube-apiserver": apiPID, "etcd": etcdPID, "bench": os.Getpid()}
@@ -215,9 +221,13 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 	if binder == "floor" {
 		go func() { floorDone <- bindFloor(ctx, kubernetes.NewForConfigOrDie(fast), n) }()
 	} else {
-		proc = startBinder(t, c, cfg, binder, kubeconfig)
+		proc = startBinder(t, c, cfg, binder, kubeconfig, pprofAddrs)
 		pids[binder] = proc.Pid()
 		cpuBefore.ByProgram[binder] = 0 // it started with the clock
+	}
+	waitProfiles := func() {}
+	if dir := os.Getenv("BENCH_PPROF"); dir != "" {
+		waitProfiles = c.CPUProfiles(t, dir, fmt.Sprintf("%s-%d-delay%s", binder, n, delay), profileSeconds, pprofAddrs)
 	}
 	var peak atomic.Int64
 	sampleRSS := func() {
@@ -259,6 +269,7 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 	})
 	sampleRSS()
 	close(rssDone)
+	waitProfiles()
 	if err != nil {
 		logs := ""
 		if proc != nil {
@@ -322,7 +333,11 @@ func apiRequests(t *testing.T, c *cluster.Cluster) map[string]float64 {
 	return APIRequests(string(raw))
 }
 
-func startBinder(t *testing.T, c *cluster.Cluster, cfg benchConfig, binder, kubeconfig string) *cluster.Process {
+// profileSeconds is how long BENCH_PPROF profiles, from the binder's start:
+// within a round of 1000 pairs.
+const profileSeconds = 5
+
+func startBinder(t *testing.T, c *cluster.Cluster, cfg benchConfig, binder, kubeconfig string, pprofAddrs map[string]string) *cluster.Process {
 	qps := fmt.Sprintf("--kube-api-qps=%d", cfg.qps)
 	burst := fmt.Sprintf("--kube-api-burst=%d", cfg.burst)
 	if binder == "kcm" {
@@ -333,6 +348,9 @@ func startBinder(t *testing.T, c *cluster.Cluster, cfg benchConfig, binder, kube
 	args := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", qps, burst, "-v=2"}
 	if cfg.workers != "" {
 		args = append(args, "--workers="+cfg.workers)
+	}
+	if addr := pprofAddrs["binder"]; addr != "" {
+		args = append(args, "--enable-pprof", "--http-endpoint="+addr)
 	}
 	return c.Run(t, cluster.ProcessOptions{Name: "binder", Path: cluster.BuildBinary(t, "./cmd/binder"), Args: args})
 }

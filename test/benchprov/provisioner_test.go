@@ -8,8 +8,7 @@ package benchprov
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -337,45 +336,22 @@ func createAndWait(t *testing.T, config *rest.Config, n int, claimOf func(int) *
 	return lat, last.Sub(start), nil
 }
 
-// profileAPIServer, with BENCH_PPROF set to a folder, records a CPU profile
-// of the API server from now until the returned func is called, into
-// <folder>/<label>.apiserver.pprof.
+// profileAPIServer, with BENCH_PPROF set to a folder, records CPU profiles
+// of the API server and of the running pair's components from now for
+// profileSeconds, into <folder>/<label>.<name>.pprof; the returned func
+// waits for them.
 func profileAPIServer(t *testing.T, c *cluster.Cluster, label string) func() {
 	dir := os.Getenv("BENCH_PPROF")
 	if dir == "" {
 		return func() {}
 	}
-	var wg sync.WaitGroup
-	save := func(name string, fetch func() ([]byte, error)) {
-		wg.Go(func() {
-			raw, err := fetch()
-			if err == nil {
-				err = os.WriteFile(filepath.Join(dir, label+"."+name+".pprof"), raw, 0o644)
-			}
-			if err != nil {
-				t.Logf("profiling %s: %v", name, err)
-			}
-		})
-	}
-	save("apiserver", func() ([]byte, error) {
-		return c.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", profileSeconds).DoRaw(t.Context())
-	})
-	for name, addr := range profiled {
-		save(name, func() ([]byte, error) {
-			resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=" + profileSeconds)
-			if err != nil {
-				return nil, err
-			}
-			defer resp.Body.Close()
-			return io.ReadAll(resp.Body)
-		})
-	}
+	wait := c.CPUProfiles(t, dir, label, profileSeconds, maps.Clone(profiled))
 	clear(profiled)
-	return wg.Wait
+	return wait
 }
 
 // profileSeconds is how long BENCH_PPROF profiles: at least one run.
-const profileSeconds = "15"
+const profileSeconds = 15
 
 // profiled holds the pprof addresses of the components of the running pair.
 var profiled = map[string]string{}
