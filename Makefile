@@ -34,9 +34,10 @@ tools: ## build the pinned tools that are missing (first time: about 10 minutes)
 RACE ?= -race
 
 test: tools ## run every test with the race detector (unit and integration, on a real control plane), then csi-sanity
-	@status=0; TETHER_RACE=$(if $(RACE),1,0) $(GO) test -timeout $(TEST_TIMEOUT) $(RACE) $(GOTEST_FLAGS) $(PKG) || status=$$?; \
+	@status=0; export TETHER_RUN_ID=test-$$$$-$$(date +%s); \
+	  TETHER_RACE=$(if $(RACE),1,0) $(GO) test -timeout $(TEST_TIMEOUT) $(RACE) $(GOTEST_FLAGS) $(PKG) || status=$$?; \
 	  GO="$(GO)" hack/sanity.sh "$(TOOLS_BIN)" || status=1; \
-	  hack/reap.sh "$(TOOLS_BIN)" || status=1; exit $$status
+	  hack/reap.sh "$(TOOLS_BIN)" "$$TETHER_RUN_ID" || status=1; exit $$status
 
 e2e: tools ## the e2e: local cluster (deploy/csi's RBAC, every example, failover) and real kubelet nodes with deploy/csi as pods (also part of make test)
 	$(GO) test -count=1 -timeout 20m -v ./test/e2e/
