@@ -37,86 +37,40 @@ type CloneProtectionOptions struct {
 // CloningProtectionController, but only once a source is being deleted;
 // tether releases a source as soon as no clone of it is in progress.
 type CloneProtection struct {
-	o     CloneProtectionOptions
-	queue workqueue.TypedRateLimitingInterface[string]
+	o      CloneProtectionOptions
+	clones *sourceUsers
+	queue  workqueue.TypedRateLimitingInterface[string] // clones.queue
 }
-
-// cloneSourceIndex indexes claims by the key (namespace/name) of the claim
-// they are cloned from.
-const cloneSourceIndex = "tether-clone-source"
 
 // NewCloneProtection wires the controller to the claim informer.
 func NewCloneProtection(o CloneProtectionOptions) (*CloneProtection, error) {
 	if o.Client == nil || o.Claims == nil || o.RateLimiter == nil {
 		return nil, errors.New("clone protection: a client, the claim informer and a rate limiter are required")
 	}
-	if err := o.Claims.AddIndexers(cache.Indexers{cloneSourceIndex: indexBySource}); err != nil {
+	clones, err := newSourceUsers(o.Claims, "tether-clone-source", "clone-protection", o.RateLimiter, CloneSourceName)
+	if err != nil {
 		return nil, fmt.Errorf("clone protection: indexing claims by clone source: %w", err)
 	}
-	c := &CloneProtection{o: o, queue: workqueue.NewTypedRateLimitingQueueWithConfig(o.RateLimiter,
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "clone-protection"})}
+	c := &CloneProtection{o: o, clones: clones, queue: clones.queue}
+	// A protected source queues itself too.
+	queueProtected := func(obj any) {
+		if claim := claimOf(obj); claim != nil && slices.Contains(claim.Finalizers, FinalizerCloneSource) {
+			c.queue.Add(claim.Namespace + "/" + claim.Name)
+		}
+	}
 	if _, err := o.Claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.onClaim,
-		UpdateFunc: func(_, obj any) { c.onClaim(obj) },
-		DeleteFunc: c.onClaim,
+		AddFunc:    queueProtected,
+		UpdateFunc: func(_, obj any) { queueProtected(obj) },
 	}); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func indexBySource(obj any) ([]string, error) {
-	claim, ok := obj.(*v1.PersistentVolumeClaim)
-	if !ok {
-		return nil, nil
-	}
-	if name, ok := CloneSourceName(claim); ok {
-		return []string{claim.Namespace + "/" + name}, nil
-	}
-	return nil, nil
-}
-
-// onClaim queues the source a clone names, and a claim that carries the
-// clone finalizer itself.
-func (c *CloneProtection) onClaim(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	claim, ok := obj.(*v1.PersistentVolumeClaim)
-	if !ok {
-		return
-	}
-	if name, ok := CloneSourceName(claim); ok {
-		c.queue.Add(claim.Namespace + "/" + name)
-	}
-	if slices.Contains(claim.Finalizers, FinalizerCloneSource) {
-		c.queue.Add(claim.Namespace + "/" + claim.Name)
-	}
-}
-
 // Run works the queue until ctx ends.
 func (c *CloneProtection) Run(ctx context.Context, workers int) {
-	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx).WithName("clone-protection")
-	ctx = klog.NewContext(ctx, logger)
-	for range workers {
-		go func() {
-			for {
-				key, quit := c.queue.Get()
-				if quit {
-					return
-				}
-				if err := c.sync(ctx, key); err != nil {
-					logger.Error(err, "Releasing a clone source; will retry", "pvc", key)
-					c.queue.AddRateLimited(key)
-				} else {
-					c.queue.Forget(key)
-				}
-				c.queue.Done(key)
-			}
-		}()
-	}
-	<-ctx.Done()
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("clone-protection"))
+	runQueue(ctx, c.queue, workers, "pvc", "Releasing a clone source; will retry", c.sync)
 }
 
 // sync removes the clone finalizer from the claim key when no clone of it
@@ -132,15 +86,9 @@ func (c *CloneProtection) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	logger := klog.FromContext(ctx).WithValues("pvc", klog.KObj(src))
-	objs, err := c.o.Claims.GetIndexer().ByIndex(cloneSourceIndex, key)
+	clones, err := c.clones.of(key)
 	if err != nil {
 		return err
-	}
-	clones := make([]*v1.PersistentVolumeClaim, 0, len(objs))
-	for _, o := range objs {
-		if cl, ok := o.(*v1.PersistentVolumeClaim); ok {
-			clones = append(clones, cl)
-		}
 	}
 	if busy, clone := CloneInProgress(src, clones); busy {
 		logger.V(4).Info("Clone source kept: a clone is in progress", "clone", clone)

@@ -72,25 +72,7 @@ func (p *Provisioner) NewInFlight(o InFlightOptions) (*InFlight, error) {
 
 // Run works the queue until ctx ends.
 func (r *InFlight) Run(ctx context.Context, workers int) {
-	defer r.queue.ShutDown()
-	for range workers {
-		go func() {
-			for {
-				key, quit := r.queue.Get()
-				if quit {
-					return
-				}
-				if err := r.sync(ctx, key); err != nil {
-					klog.FromContext(ctx).Error(err, "Settling an in-flight volume; will retry", "pvc", key)
-					r.queue.AddRateLimited(key)
-				} else {
-					r.queue.Forget(key)
-				}
-				r.queue.Done(key)
-			}
-		}()
-	}
-	<-ctx.Done()
+	runQueue(ctx, r.queue, workers, "pvc", "Settling an in-flight volume; will retry", r.sync)
 }
 
 // busyRetry is how soon a claim whose lock is held (a CreateVolume in

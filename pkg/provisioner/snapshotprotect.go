@@ -45,91 +45,40 @@ type SnapshotProtectionOptions struct {
 // provisioner, or the clean-up of a deleted claim) still finds the
 // snapshot, and releases it on the claim's event, without a sweep.
 type SnapshotProtection struct {
-	o     SnapshotProtectionOptions
-	queue workqueue.TypedRateLimitingInterface[string]
+	o        SnapshotProtectionOptions
+	restores *sourceUsers
+	queue    workqueue.TypedRateLimitingInterface[string] // restores.queue
 }
-
-// snapshotSourceIndex indexes claims by the key (namespace/name) of the
-// VolumeSnapshot they are restored from.
-const snapshotSourceIndex = "tether-snapshot-source"
 
 // NewSnapshotProtection wires the controller to the informers.
 func NewSnapshotProtection(o SnapshotProtectionOptions) (*SnapshotProtection, error) {
 	if o.SnapshotClient == nil || o.Claims == nil || o.Snapshots == nil || o.RateLimiter == nil {
 		return nil, errors.New("snapshot protection: a snapshot client, the claim and snapshot informers and a rate limiter are required")
 	}
-	if err := o.Claims.AddIndexers(cache.Indexers{snapshotSourceIndex: indexBySnapshot}); err != nil {
+	restores, err := newSourceUsers(o.Claims, "tether-snapshot-source", "snapshot-protection", o.RateLimiter, SnapshotSourceName)
+	if err != nil {
 		return nil, fmt.Errorf("snapshot protection: indexing claims by snapshot: %w", err)
 	}
-	c := &SnapshotProtection{o: o, queue: workqueue.NewTypedRateLimitingQueueWithConfig(o.RateLimiter,
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "snapshot-protection"})}
-	if _, err := o.Claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.onClaim,
-		UpdateFunc: func(_, obj any) { c.onClaim(obj) },
-		DeleteFunc: c.onClaim,
-	}); err != nil {
-		return nil, err
+	c := &SnapshotProtection{o: o, restores: restores, queue: restores.queue}
+	// A protected snapshot queues itself.
+	onSnapshot := func(obj any) {
+		if s, ok := obj.(*snapv1.VolumeSnapshot); ok && slices.Contains(s.Finalizers, FinalizerSnapshotSource) {
+			c.queue.Add(s.Namespace + "/" + s.Name)
+		}
 	}
 	if _, err := o.Snapshots.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.onSnapshot,
-		UpdateFunc: func(_, obj any) { c.onSnapshot(obj) },
+		AddFunc:    onSnapshot,
+		UpdateFunc: func(_, obj any) { onSnapshot(obj) },
 	}); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func indexBySnapshot(obj any) ([]string, error) {
-	claim, ok := obj.(*v1.PersistentVolumeClaim)
-	if !ok {
-		return nil, nil
-	}
-	if name, ok := SnapshotSourceName(claim); ok {
-		return []string{claim.Namespace + "/" + name}, nil
-	}
-	return nil, nil
-}
-
-func (c *SnapshotProtection) onClaim(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	if claim, ok := obj.(*v1.PersistentVolumeClaim); ok {
-		if name, ok := SnapshotSourceName(claim); ok {
-			c.queue.Add(claim.Namespace + "/" + name)
-		}
-	}
-}
-
-func (c *SnapshotProtection) onSnapshot(obj any) {
-	if s, ok := obj.(*snapv1.VolumeSnapshot); ok && slices.Contains(s.Finalizers, FinalizerSnapshotSource) {
-		c.queue.Add(s.Namespace + "/" + s.Name)
-	}
-}
-
 // Run works the queue until ctx ends.
 func (c *SnapshotProtection) Run(ctx context.Context, workers int) {
-	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx).WithName("snapshot-protection")
-	ctx = klog.NewContext(ctx, logger)
-	for range workers {
-		go func() {
-			for {
-				key, quit := c.queue.Get()
-				if quit {
-					return
-				}
-				if err := c.sync(ctx, key); err != nil {
-					logger.Error(err, "Releasing a snapshot; will retry", "volumesnapshot", key)
-					c.queue.AddRateLimited(key)
-				} else {
-					c.queue.Forget(key)
-				}
-				c.queue.Done(key)
-			}
-		}()
-	}
-	<-ctx.Done()
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("snapshot-protection"))
+	runQueue(ctx, c.queue, workers, "volumesnapshot", "Releasing a snapshot; will retry", c.sync)
 }
 
 // sync removes the finalizer from the snapshot key when no restore from it
@@ -144,15 +93,9 @@ func (c *SnapshotProtection) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	logger := klog.FromContext(ctx).WithValues("volumesnapshot", klog.KObj(snap))
-	objs, err := c.o.Claims.GetIndexer().ByIndex(snapshotSourceIndex, key)
+	claims, err := c.restores.of(key)
 	if err != nil {
 		return err
-	}
-	claims := make([]*v1.PersistentVolumeClaim, 0, len(objs))
-	for _, o := range objs {
-		if cl, ok := o.(*v1.PersistentVolumeClaim); ok {
-			claims = append(claims, cl)
-		}
 	}
 	if busy, claim := RestoreInProgress(snap, claims); busy {
 		logger.V(4).Info("Snapshot kept: a restore from it is in progress", "pvc", claim)

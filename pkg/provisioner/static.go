@@ -92,27 +92,8 @@ func (p *Provisioner) NewStatic(o StaticOptions) (*Static, error) {
 
 // Run works the queue until ctx ends.
 func (s *Static) Run(ctx context.Context, workers int) {
-	defer s.queue.ShutDown()
-	logger := klog.FromContext(ctx).WithName("static-volumes")
-	ctx = klog.NewContext(ctx, logger)
-	for range workers {
-		go func() {
-			for {
-				name, quit := s.queue.Get()
-				if quit {
-					return
-				}
-				if err := s.sync(ctx, name); err != nil {
-					logger.Error(err, "Reclaiming a static volume; will retry", "pv", name)
-					s.queue.AddRateLimited(name)
-				} else {
-					s.queue.Forget(name)
-				}
-				s.queue.Done(name)
-			}
-		}()
-	}
-	<-ctx.Done()
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("static-volumes"))
+	runQueue(ctx, s.queue, workers, "pv", "Reclaiming a static volume; will retry", s.sync)
 }
 
 func (s *Static) sync(ctx context.Context, name string) error {

@@ -1,0 +1,117 @@
+package provisioner
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// runQueue works queue with workers goroutines until ctx ends, then shuts
+// it down. Each key is synced; a failure is logged with the message failed
+// (the key under keyName) and retried with the queue's rate limiter, a
+// success forgets the key's failures.
+func runQueue(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], workers int,
+	keyName, failed string, sync func(context.Context, string) error) {
+	defer queue.ShutDown()
+	logger := klog.FromContext(ctx)
+	for range workers {
+		go func() {
+			for {
+				key, quit := queue.Get()
+				if quit {
+					return
+				}
+				if err := sync(ctx, key); err != nil {
+					logger.Error(err, failed, keyName, key)
+					queue.AddRateLimited(key)
+				} else {
+					queue.Forget(key)
+				}
+				queue.Done(key)
+			}
+		}()
+	}
+	<-ctx.Done()
+}
+
+// sourceUsers is what the clone and snapshot protections share: an index
+// of claims by the key (namespace/name) of the source they are made from,
+// and a queue of source keys that every change of such a claim feeds.
+type sourceUsers struct {
+	claims   cache.SharedIndexInformer
+	index    string
+	sourceOf func(*v1.PersistentVolumeClaim) (string, bool)
+	queue    workqueue.TypedRateLimitingInterface[string]
+}
+
+// newSourceUsers adds the index (named index) to the claim informer, which
+// must not have been started yet, and queues a claim's source on its every
+// event. name names the queue.
+func newSourceUsers(claims cache.SharedIndexInformer, index, name string, rl workqueue.TypedRateLimiter[string],
+	sourceOf func(*v1.PersistentVolumeClaim) (string, bool)) (*sourceUsers, error) {
+	u := &sourceUsers{claims: claims, index: index, sourceOf: sourceOf,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{Name: name})}
+	if err := claims.AddIndexers(cache.Indexers{index: u.indexKeys}); err != nil {
+		return nil, err
+	}
+	queueSource := func(obj any) {
+		if claim := claimOf(obj); claim != nil {
+			if key, ok := u.sourceKey(claim); ok {
+				u.queue.Add(key)
+			}
+		}
+	}
+	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    queueSource,
+		UpdateFunc: func(_, obj any) { queueSource(obj) },
+		DeleteFunc: queueSource,
+	}); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+func (u *sourceUsers) sourceKey(claim *v1.PersistentVolumeClaim) (string, bool) {
+	name, ok := u.sourceOf(claim)
+	if !ok {
+		return "", false
+	}
+	return claim.Namespace + "/" + name, true
+}
+
+func (u *sourceUsers) indexKeys(obj any) ([]string, error) {
+	if claim, ok := obj.(*v1.PersistentVolumeClaim); ok {
+		if key, ok := u.sourceKey(claim); ok {
+			return []string{key}, nil
+		}
+	}
+	return nil, nil
+}
+
+// of returns the claims made from the source key.
+func (u *sourceUsers) of(key string) ([]*v1.PersistentVolumeClaim, error) {
+	objs, err := u.claims.GetIndexer().ByIndex(u.index, key)
+	if err != nil {
+		return nil, err
+	}
+	claims := make([]*v1.PersistentVolumeClaim, 0, len(objs))
+	for _, o := range objs {
+		if c, ok := o.(*v1.PersistentVolumeClaim); ok {
+			claims = append(claims, c)
+		}
+	}
+	return claims, nil
+}
+
+// claimOf is the claim of an informer event, tombstones unwrapped; nil
+// for anything else.
+func claimOf(obj any) *v1.PersistentVolumeClaim {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	claim, _ := obj.(*v1.PersistentVolumeClaim)
+	return claim
+}
