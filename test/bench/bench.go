@@ -139,7 +139,8 @@ func Table(results []Result, qps, burst int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "binder bench: N volumes and N claims (1Gi, ReadWriteOnce, one no-provisioner Immediate class),\n")
 	fmt.Fprintf(&b, "all created before the binder starts; binder API QPS %d, burst %d. \"floor\" is no binder: the same\n", qps, burst)
-	fmt.Fprintf(&b, "four writes per pair from a plain client, %d pairs at a time (test/bench/floor.go).\n", FloorConns)
+	fmt.Fprintf(&b, "four writes per pair from a plain client, %d pairs at a time (test/bench/floor.go); %q is the same\n", FloorConns, WatchingFloor)
+	fmt.Fprintf(&b, "with a binder's watches (volume and claim informers, decoding every event) in its process.\n")
 	fmt.Fprintf(&b, "Times run from the binder's start to each claim seen Bound by a watch; RSS is each process's VmHWM.\n")
 	row := "%7s  %-13s %11s %11s %10s %9s %9s %11s %11s %10s\n"
 	for _, delay := range delays(results) {
@@ -159,7 +160,7 @@ func Table(results []Result, qps, burst int) string {
 			if r.Binder != "tether" || r.Skipped != "" {
 				continue
 			}
-			for _, other := range []string{"kcm", "floor"} {
+			for _, other := range []string{"kcm", "floor", WatchingFloor} {
 				i := slices.IndexFunc(mid, func(o Result) bool { return o.N == r.N && o.Binder == other && o.Skipped == "" })
 				if i < 0 {
 					continue

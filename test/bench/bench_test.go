@@ -36,7 +36,8 @@ import (
 //	BENCH_WORKERS      our binder's --workers (default: its own default)
 //	BENCH_TIMEOUT      the longest wait for one run to bind everything (default 30m)
 //	BENCH_BINDERS      which binders, in order (default tether,kcm,floor; the
-//	                   floor is no binder, see floor.go)
+//	                   floor is no binder, see floor.go; floor+watch is the
+//	                   floor with a binder's informers)
 //	BENCH_ETCD_DELAY   etcd delays each way, comma-separated: each is a mode
 //	                   that runs everything (default 0,2.5ms; see
 //	                   cluster.Options.EtcdDelay)
@@ -87,8 +88,8 @@ func loadConfig(t *testing.T) benchConfig {
 	qps := atoi("BENCH_QPS", "2000")
 	binders := strings.Split(env("BENCH_BINDERS", "tether,kcm,floor"), ",")
 	for _, b := range binders {
-		if b != "tether" && b != "kcm" && b != "floor" {
-			t.Fatalf("BENCH_BINDERS: unknown binder %q (want tether, kcm or floor)", b)
+		if b != "tether" && b != "kcm" && b != "floor" && b != WatchingFloor {
+			t.Fatalf("BENCH_BINDERS: unknown binder %q (want tether, kcm, floor or %s)", b, WatchingFloor)
 		}
 	}
 	delays, err := ParseDelays(env("BENCH_ETCD_DELAY", DefaultDelays))
@@ -218,9 +219,12 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 	start := time.Now()
 	var proc *cluster.Process
 	floorDone := make(chan error, 1)
-	if binder == "floor" {
+	switch binder {
+	case "floor":
 		go func() { floorDone <- bindFloor(ctx, kubernetes.NewForConfigOrDie(fast), n) }()
-	} else {
+	case WatchingFloor:
+		go func() { floorDone <- bindWatchingFloor(ctx, config, n) }()
+	default:
 		proc = startBinder(t, c, cfg, binder, kubeconfig, pprofAddrs)
 		pids[binder] = proc.Pid()
 		cpuBefore.ByProgram[binder] = 0 // it started with the clock
@@ -302,6 +306,31 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 		binder, n, delay, seconds(r.Total), r.ClaimsPerSecond(), seconds(r.P50), seconds(r.P99), mib(r.PeakRSS),
 		mib(r.APIServerRSS), mib(r.EtcdRSS), requests)
 	return r
+}
+
+// bindWatchingFloor runs informers on volumes and claims, as a binder's,
+// on a client of their own (the binder's QPS), and makes the floor's
+// writes once they have synced; they run until ctx ends.
+func bindWatchingFloor(ctx context.Context, config *rest.Config, n int) error {
+	watchConfig := rest.CopyConfig(config)
+	watchConfig.ContentType = "application/vnd.kubernetes.protobuf"
+	watchConfig.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	factory := informers.NewSharedInformerFactoryWithOptions(kubernetes.NewForConfigOrDie(watchConfig), 0,
+		informers.WithTransform(func(obj any) (any, error) {
+			if m, ok := obj.(metav1.Object); ok {
+				m.SetManagedFields(nil)
+			}
+			return obj, nil
+		}))
+	volumes := factory.Core().V1().PersistentVolumes().Informer()
+	claims := factory.Core().V1().PersistentVolumeClaims().Informer()
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), volumes.HasSynced, claims.HasSynced) {
+		return errors.New("the floor's informers did not sync")
+	}
+	fast := rest.CopyConfig(config)
+	fast.QPS, fast.Burst = 20000, 40000
+	return bindFloor(ctx, kubernetes.NewForConfigOrDie(fast), n)
 }
 
 // bindFloor lists the volumes and claims, as a binder's informers do, and

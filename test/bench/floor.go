@@ -21,6 +21,13 @@ import (
 // a pipeline's rate as a fraction of the floor's says how much of its time
 // is its own.
 
+// WatchingFloor names the floor with a binder's watches: the floor's
+// writes, made while informers on volumes and claims (a controller's least
+// equipment) receive and decode every event they cause. What it costs the
+// API server and the process beyond the floor is what any watching
+// controller pays.
+const WatchingFloor = "floor+watch"
+
 // BindWrites makes the four writes that bind a claim to an Available volume,
 // in the order and with the content of the binder's (pkg/binder): the
 // volume's claimRef, the volume's phase, the claim's volumeName and
