@@ -10,8 +10,10 @@ import (
 
 // APIRequests sums the API server's apiserver_request_total counter from
 // its /metrics text by "VERB resource[/subresource]", over scopes and
-// codes, but for conflicts (409), which are counted apart under
-// "VERB resource[/subresource] (conflict)".
+// successful codes; failed requests are counted apart, conflicts (409)
+// under "VERB resource[/subresource] (conflict)", other codes from 400 up
+// under "VERB resource[/subresource] (CODE)" (a 429 is the API server's
+// flow control turning a request away; client-go sends it again).
 func APIRequests(metrics string) map[string]float64 {
 	const name = "apiserver_request_total{"
 	sums := map[string]float64{}
@@ -32,8 +34,11 @@ func APIRequests(metrics string) map[string]float64 {
 		if sub := labels["subresource"]; sub != "" {
 			key += "/" + sub
 		}
-		if labels["code"] == "409" {
+		switch code := labels["code"]; {
+		case code == "409":
 			key += " (conflict)"
+		case code >= "400":
+			key += " (" + code + ")"
 		}
 		sums[key] += v
 	}

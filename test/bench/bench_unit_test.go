@@ -112,15 +112,18 @@ apiserver_request_total{code="201",component="apiserver",dry_run="",group="",res
 apiserver_request_total{code="409",component="apiserver",dry_run="",group="",resource="persistentvolumes",scope="cluster",subresource="",verb="POST",version="v1"} 2
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="persistentvolumeclaims",scope="resource",subresource="status",verb="PUT",version="v1"} 4
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="GET",version="v1"} 1e+01
+apiserver_request_total{code="429",component="apiserver",dry_run="",group="",resource="persistentvolumeclaims",scope="resource",subresource="",verb="PUT",version="v1"} 3
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="persistentvolumeclaims",scope="resource",subresource="",verb="PUT",version="v1"} 5
 apiserver_request_duration_seconds_bucket{verb="POST",le="1"} 99
 `
 	got := APIRequests(text)
-	want := map[string]float64{"POST persistentvolumes": 10, "POST persistentvolumes (conflict)": 2, "PUT persistentvolumeclaims/status": 4, "GET pods": 10}
+	want := map[string]float64{"POST persistentvolumes": 10, "POST persistentvolumes (conflict)": 2, "PUT persistentvolumeclaims/status": 4, "GET pods": 10,
+		"PUT persistentvolumeclaims (429)": 3, "PUT persistentvolumeclaims": 5}
 	if !maps.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 	line := RequestsPerClaim(map[string]float64{"POST persistentvolumes": 2}, got, 10)
-	for _, s := range []string{"per claim: 2.40 (writes 1.40)", "POST persistentvolumes 0.80", "POST persistentvolumes (conflict) 0.20", "GET pods 1.00", "PUT persistentvolumeclaims/status 0.40"} {
+	for _, s := range []string{"per claim: 3.20 (writes 2.20)", "PUT persistentvolumeclaims (429) 0.30", "POST persistentvolumes 0.80", "POST persistentvolumes (conflict) 0.20", "GET pods 1.00", "PUT persistentvolumeclaims/status 0.40"} {
 		if !strings.Contains(line, s) {
 			t.Errorf("%q lacks %q", line, s)
 		}
