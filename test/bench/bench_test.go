@@ -44,16 +44,19 @@ import (
 //	BENCH_RUNS         rounds of each binder at each size (default 1); the
 //	                   table shows the median round
 //	BENCH_PPROF        a folder: CPU profiles of the API server and of
-//	                   tether's binder for the first 5 s of each round
+//	                   tether's binder from the start of each round, for
+//	                   BENCH_PPROF_SECONDS (default 5: within a round of 1000)
 type benchConfig struct {
-	binders    []string
-	sizes      []int
-	delays     []time.Duration
-	runs       int
-	qps, burst int
-	kcmMaxN    int
-	workers    string
-	timeout    time.Duration
+	binders []string
+	sizes   []int
+	delays  []time.Duration
+	runs    int
+	// pprofSeconds is how long BENCH_PPROF profiles each round.
+	pprofSeconds int
+	qps, burst   int
+	kcmMaxN      int
+	workers      string
+	timeout      time.Duration
 }
 
 const (
@@ -97,15 +100,16 @@ func loadConfig(t *testing.T) benchConfig {
 		t.Fatalf("BENCH_ETCD_DELAY: %v", err)
 	}
 	return benchConfig{
-		binders: binders,
-		sizes:   sizes,
-		delays:  delays,
-		runs:    atoi("BENCH_RUNS", "1"),
-		qps:     qps,
-		burst:   2 * qps,
-		kcmMaxN: atoi("BENCH_KCM_MAX_N", "10000"),
-		workers: os.Getenv("BENCH_WORKERS"),
-		timeout: timeout,
+		binders:      binders,
+		sizes:        sizes,
+		delays:       delays,
+		runs:         atoi("BENCH_RUNS", "1"),
+		qps:          qps,
+		burst:        2 * qps,
+		kcmMaxN:      atoi("BENCH_KCM_MAX_N", "10000"),
+		workers:      os.Getenv("BENCH_WORKERS"),
+		pprofSeconds: atoi("BENCH_PPROF_SECONDS", "5"),
+		timeout:      timeout,
 	}
 }
 
@@ -231,7 +235,7 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 	}
 	waitProfiles := func() {}
 	if dir := os.Getenv("BENCH_PPROF"); dir != "" {
-		waitProfiles = c.CPUProfiles(t, dir, fmt.Sprintf("%s-%d-delay%s", binder, n, delay), profileSeconds, pprofAddrs)
+		waitProfiles = c.CPUProfiles(t, dir, fmt.Sprintf("%s-%d-delay%s", binder, n, delay), cfg.pprofSeconds, pprofAddrs)
 	}
 	var peak atomic.Int64
 	sampleRSS := func() {
@@ -361,10 +365,6 @@ func apiRequests(t *testing.T, c *cluster.Cluster) map[string]float64 {
 	}
 	return APIRequests(string(raw))
 }
-
-// profileSeconds is how long BENCH_PPROF profiles, from the binder's start:
-// within a round of 1000 pairs.
-const profileSeconds = 5
 
 func startBinder(t *testing.T, c *cluster.Cluster, cfg benchConfig, binder, kubeconfig string, pprofAddrs map[string]string) *cluster.Process {
 	qps := fmt.Sprintf("--kube-api-qps=%d", cfg.qps)
