@@ -47,7 +47,7 @@ type VolumeDecision struct {
 // DecideVolume is the volume half of the binder: a pure function.
 func DecideVolume(in VolumeInput) VolumeDecision {
 	d := decideVolume(in)
-	d.Anneal = migration.AnnealVolume(in.Volume.DeepCopy())
+	d.Anneal = migration.NeedsAnneal(in.Volume)
 	return d
 }
 

@@ -7,15 +7,19 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/google/btree"
 	v1 "k8s.io/api/core/v1"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 )
 
 // Index holds the newest known version of every PV, grouped for matching:
-// unclaimed volumes by class, volumeMode and access-mode set, each group
-// sorted by capacity then name; claimed ones by the claim they name. A claim looks only at the groups of its class and mode whose
-// access modes cover its own, and in each group only from its requested size
-// up, so matching does not scan every PV.
+// unclaimed volumes by class, volumeMode and access-mode set, each group a
+// B-tree ordered by capacity then name; claimed ones by the claim they name.
+// A claim looks only at the groups of its class and mode whose access modes
+// cover its own, and in each group only from its requested size up, so
+// matching does not scan every PV, and a volume enters or leaves its group
+// in O(log n) (a sorted slice moved n/2 pointers each time: a tenth of the
+// binder's CPU at 50,000 volumes).
 //
 // The index also keeps the versions the binder itself wrote, so a worker
 // never decides on an object older than its own last write, and it reserves
@@ -40,8 +44,11 @@ type groupKey struct {
 type group struct {
 	key   groupKey
 	modes []v1.PersistentVolumeAccessMode
-	vols  []*v1.PersistentVolume // sorted by capacity, then name
+	vols  *btree.BTreeG[*v1.PersistentVolume] // by capacity, then name
 }
+
+// groupDegree is the B-trees' degree: nodes of up to 63 volumes.
+const groupDegree = 32
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
@@ -76,6 +83,8 @@ func byCapacityThenName(a, b *v1.PersistentVolume) int {
 	}
 	return cmp.Compare(a.Name, b.Name)
 }
+
+func lessByCapacityThenName(a, b *v1.PersistentVolume) bool { return byCapacityThenName(a, b) < 0 }
 
 // newer reports whether resource version a is newer than b. Versions are
 // etcd revisions; an unparsable one is taken as newer.
@@ -169,7 +178,7 @@ func (ix *Index) add(pv *v1.PersistentVolume) {
 				modes = append(modes, m)
 			}
 		}
-		g = &group{key: k, modes: modes}
+		g = &group{key: k, modes: modes, vols: btree.NewG(groupDegree, lessByCapacityThenName)}
 		ix.groups[k] = g
 		list := append(ix.byClass[k.class], g)
 		slices.SortFunc(list, func(a, b *group) int {
@@ -180,8 +189,7 @@ func (ix *Index) add(pv *v1.PersistentVolume) {
 		})
 		ix.byClass[k.class] = list
 	}
-	i, _ := slices.BinarySearchFunc(g.vols, pv, byCapacityThenName)
-	g.vols = slices.Insert(g.vols, i, pv)
+	g.vols.ReplaceOrInsert(pv)
 }
 
 func (ix *Index) remove(pv *v1.PersistentVolume) {
@@ -199,10 +207,8 @@ func (ix *Index) remove(pv *v1.PersistentVolume) {
 	if !ok {
 		return
 	}
-	if i, found := slices.BinarySearchFunc(g.vols, pv, byCapacityThenName); found {
-		g.vols = slices.Delete(g.vols, i, i+1)
-	}
-	if len(g.vols) == 0 {
+	g.vols.Delete(pv)
+	if g.vols.Len() == 0 {
 		delete(ix.groups, k)
 		ix.byClass[k.class] = slices.DeleteFunc(ix.byClass[k.class], func(x *group) bool { return x == g })
 		if len(ix.byClass[k.class]) == 0 {
@@ -276,11 +282,16 @@ func (ix *Index) match(q MatchQuery) *v1.PersistentVolume {
 		if g.key.mode != n.Mode || !hasAllModes(g.modes, n.AccessModes) {
 			continue
 		}
-		start, _ := slices.BinarySearchFunc(g.vols, probe, byCapacityThenName)
-		for _, pv := range g.vols[start:] {
+		// The probe has no name: it sorts before every volume of its size.
+		g.vols.AscendGreaterOrEqual(probe, func(pv *v1.PersistentVolume) bool {
 			if ix.free(pv.Name, n.UID) && candidate(pv, n, q.NodeLabels) {
-				return pv
+				best = pv
+				return false
 			}
+			return true
+		})
+		if best != nil {
+			return best
 		}
 	}
 	return nil

@@ -52,22 +52,44 @@ func VolumeAnnotation(pv *v1.PersistentVolume) string {
 // of a migrated volume (its deletion is the CSI provisioner's). It changes
 // pv in place (call it on a copy) and reports whether it changed it.
 func AnnealVolume(pv *v1.PersistentVolume) bool {
+	a := annealingOf(pv)
+	switch {
+	case a.set != "":
+		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, storagehelpers.AnnMigratedTo, a.set)
+	case a.drop:
+		delete(pv.Annotations, storagehelpers.AnnMigratedTo)
+	}
+	if a.unfinalize {
+		pv.Finalizers = slices.DeleteFunc(pv.Finalizers, func(f string) bool { return f == storagehelpers.PVDeletionInTreeProtectionFinalizer })
+	}
+	return a.changes()
+}
+
+// NeedsAnneal reports whether AnnealVolume would change pv, leaving pv as
+// it is (no copy needed).
+func NeedsAnneal(pv *v1.PersistentVolume) bool { return annealingOf(pv).changes() }
+
+// annealing is what AnnealVolume changes: the migrated-to value to set,
+// or that it goes (a rollback: the provisioner is no longer migrated), and
+// whether the in-tree deletion finalizer goes.
+type annealing struct {
+	set              string
+	drop, unfinalize bool
+}
+
+func (a annealing) changes() bool { return a.set != "" || a.drop || a.unfinalize }
+
+func annealingOf(pv *v1.PersistentVolume) annealing {
+	var a annealing
 	want, have := VolumeAnnotation(pv), pv.Annotations[storagehelpers.AnnMigratedTo]
-	changed := false
 	switch {
 	case want != "" && have != want:
-		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, storagehelpers.AnnMigratedTo, want)
-		changed = true
+		a.set = want
 	case want == "" && have != "" && metav1.HasAnnotation(pv.ObjectMeta, storagehelpers.AnnDynamicallyProvisioned):
-		// A rollback: the provisioner is no longer migrated.
-		delete(pv.Annotations, storagehelpers.AnnMigratedTo)
-		changed = true
+		a.drop = true
 	}
-	if want != "" && slices.Contains(pv.Finalizers, storagehelpers.PVDeletionInTreeProtectionFinalizer) {
-		pv.Finalizers = slices.DeleteFunc(pv.Finalizers, func(f string) bool { return f == storagehelpers.PVDeletionInTreeProtectionFinalizer })
-		changed = true
-	}
-	return changed
+	a.unfinalize = want != "" && slices.Contains(pv.Finalizers, storagehelpers.PVDeletionInTreeProtectionFinalizer)
+	return a
 }
 
 // TranslateClass returns the CSI form of a StorageClass of an in-tree
