@@ -22,17 +22,25 @@ type realEnv struct {
 	applied time.Time
 }
 
-func setUpReal(t *testing.T) *realEnv {
+// startReal starts a control plane for real nodes (kube-scheduler, KCM
+// without its PV binder), with no node yet.
+func startReal(t *testing.T) *realEnv {
 	t.Helper()
 	cluster.CheckRealNodeHost(t)
-	start := time.Now()
 	c := cluster.Start(t, cluster.Options{RealNodes: true, Scheduler: true,
 		Controllers: []string{"*", "-persistentvolume-binder-controller"}})
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &realEnv{env: env{c: c, root: root}, nodes: map[string]*cluster.RealNode{}}
+	return &realEnv{env: env{c: c, root: root}, nodes: map[string]*cluster.RealNode{}}
+}
+
+func setUpReal(t *testing.T) *realEnv {
+	t.Helper()
+	start := time.Now()
+	e := startReal(t)
+	c := e.c
 	images := cluster.NodeImages(t)
 	for _, name := range []string{"node-1", "node-2"} {
 		e.nodes[name] = c.StartRealNode(t, name, images)

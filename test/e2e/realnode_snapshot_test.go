@@ -22,16 +22,10 @@ func TestRealNodeRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and a kubelet node")
 	}
-	cluster.CheckRealNodeHost(t)
 	start := time.Now()
-	c := cluster.Start(t, cluster.Options{RealNodes: true, Scheduler: true,
-		Controllers: []string{"*", "-persistentvolume-binder-controller"}})
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	images := append(cluster.NodeImages(t), cluster.SnapshotterNodeImage(t))
-	e := &realEnv{env: env{c: c, root: root}, nodes: map[string]*cluster.RealNode{"node-1": c.StartRealNode(t, "node-1", images)}}
+	e := startReal(t)
+	c := e.c
+	e.nodes["node-1"] = c.StartRealNode(t, "node-1", append(cluster.NodeImages(t), cluster.SnapshotterNodeImage(t)))
 	// deploy/csi/snapshots as shipped, but for its sidecar's image and the
 	// API server's address.
 	c.DeployCSI(t, []string{"node-1"}, c.SnapshotsComponent(t))
