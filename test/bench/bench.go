@@ -20,7 +20,7 @@ import (
 // Result is one binder's run at one size.
 type Result struct {
 	N      int
-	Binder string // "tether", "kcm" or "floor"
+	Binder string // "tether" (or "tether@w<workers>"), "kcm", "floor" or "floor+watch"
 	// Skipped, when not empty, says why there are no figures.
 	Skipped string
 	// First and Total are from the binder's start to the first and to the
@@ -36,6 +36,21 @@ type Result struct {
 	Delay time.Duration
 	// Requests counts the API requests per claim (RequestsPerClaim).
 	Requests string
+}
+
+// TetherWorkers says whether a BENCH_BINDERS name is tether's binder, and
+// with how many workers: "tether" runs it with BENCH_WORKERS (or its
+// default; workers ""), "tether@w48" with 48, so that one invocation can
+// compare several.
+func TetherWorkers(binder string) (workers string, ok bool) {
+	if binder == "tether" {
+		return "", true
+	}
+	w, found := strings.CutPrefix(binder, "tether@w")
+	if n, err := strconv.Atoi(w); !found || err != nil || n < 1 {
+		return "", false
+	}
+	return w, true
 }
 
 // FloorConns is how many pairs the floor binds at a time: enough that
@@ -157,7 +172,7 @@ func Table(results []Result, qps, burst int) string {
 				mib(r.APIServerRSS), mib(r.EtcdRSS))
 		}
 		for _, r := range mid {
-			if r.Binder != "tether" || r.Skipped != "" {
+			if _, ok := TetherWorkers(r.Binder); !ok || r.Skipped != "" {
 				continue
 			}
 			for _, other := range []string{"kcm", "floor", WatchingFloor} {
@@ -166,7 +181,7 @@ func Table(results []Result, qps, burst int) string {
 					continue
 				}
 				o := mid[i]
-				fmt.Fprintf(&b, row, strconv.Itoa(r.N), "tether/"+other, ratio(r.First, o.First), ratio(r.Total, o.Total),
+				fmt.Fprintf(&b, row, strconv.Itoa(r.N), r.Binder+"/"+other, ratio(r.First, o.First), ratio(r.Total, o.Total),
 					ratioF(r.ClaimsPerSecond(), o.ClaimsPerSecond()), ratio(r.P50, o.P50), ratio(r.P99, o.P99),
 					ratioF(float64(r.PeakRSS), float64(o.PeakRSS)), "", "")
 			}

@@ -37,7 +37,8 @@ import (
 //	BENCH_TIMEOUT      the longest wait for one run to bind everything (default 30m)
 //	BENCH_BINDERS      which binders, in order (default tether,kcm,floor; the
 //	                   floor is no binder, see floor.go; floor+watch is the
-//	                   floor with a binder's informers)
+//	                   floor with a binder's informers; tether@w48 is tether
+//	                   with 48 workers)
 //	BENCH_ETCD_DELAY   etcd delays each way, comma-separated: each is a mode
 //	                   that runs everything (default 0,2.5ms; see
 //	                   cluster.Options.EtcdDelay)
@@ -91,8 +92,8 @@ func loadConfig(t *testing.T) benchConfig {
 	qps := atoi("BENCH_QPS", "2000")
 	binders := strings.Split(env("BENCH_BINDERS", "tether,kcm,floor"), ",")
 	for _, b := range binders {
-		if b != "tether" && b != "kcm" && b != "floor" && b != WatchingFloor {
-			t.Fatalf("BENCH_BINDERS: unknown binder %q (want tether, kcm, floor or %s)", b, WatchingFloor)
+		if _, tether := TetherWorkers(b); !tether && b != "kcm" && b != "floor" && b != WatchingFloor {
+			t.Fatalf("BENCH_BINDERS: unknown binder %q (want tether, tether@w<workers>, kcm, floor or %s)", b, WatchingFloor)
 		}
 	}
 	delays, err := ParseDelays(env("BENCH_ETCD_DELAY", DefaultDelays))
@@ -211,7 +212,7 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 	}
 
 	pprofAddrs := map[string]string{}
-	if binder == "tether" {
+	if _, tether := TetherWorkers(binder); tether {
 		cluster.BuildBinary(t, "./cmd/binder") // compile before the clock starts
 		if os.Getenv("BENCH_PPROF") != "" {
 			pprofAddrs["binder"] = cluster.FreeAddr(t)
@@ -225,7 +226,7 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 	floorDone := make(chan error, 1)
 	switch binder {
 	case "floor":
-		go func() { floorDone <- bindFloor(ctx, kubernetes.NewForConfigOrDie(fast), n) }()
+		go func() { floorDone <- bindFloor(ctx, FloorClient(config, "binder"), n) }()
 	case WatchingFloor:
 		go func() { floorDone <- bindWatchingFloor(ctx, config, n) }()
 	default:
@@ -332,9 +333,7 @@ func bindWatchingFloor(ctx context.Context, config *rest.Config, n int) error {
 	if !cache.WaitForCacheSync(ctx.Done(), volumes.HasSynced, claims.HasSynced) {
 		return errors.New("the floor's informers did not sync")
 	}
-	fast := rest.CopyConfig(config)
-	fast.QPS, fast.Burst = 20000, 40000
-	return bindFloor(ctx, kubernetes.NewForConfigOrDie(fast), n)
+	return bindFloor(ctx, FloorClient(config, "binder"), n)
 }
 
 // bindFloor lists the volumes and claims, as a binder's informers do, and
@@ -375,7 +374,9 @@ func startBinder(t *testing.T, c *cluster.Cluster, cfg benchConfig, binder, kube
 		return c.StartControllerManager(t, []string{"persistentvolume-binder-controller"}, qps, burst, "--kubeconfig="+kubeconfig)
 	}
 	args := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", qps, burst, "-v=2"}
-	if cfg.workers != "" {
+	if workers, _ := TetherWorkers(binder); workers != "" {
+		args = append(args, "--workers="+workers)
+	} else if cfg.workers != "" {
 		args = append(args, "--workers="+cfg.workers)
 	}
 	if addr := pprofAddrs["binder"]; addr != "" {

@@ -157,3 +157,23 @@ func TestParseDelays(t *testing.T) {
 		}
 	}
 }
+
+func TestTetherWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		binder, workers string
+		ok              bool
+	}{
+		{"tether", "", true},
+		{"tether@w48", "48", true},
+		{"tether@w0", "", false},
+		{"tether@wx", "", false},
+		{"tether@48", "", false},
+		{"kcm", "", false},
+		{"floor", "", false},
+	} {
+		workers, ok := TetherWorkers(tc.binder)
+		if workers != tc.workers || ok != tc.ok {
+			t.Errorf("TetherWorkers(%q) = %q, %v; want %q, %v", tc.binder, workers, ok, tc.workers, tc.ok)
+		}
+	}
+}

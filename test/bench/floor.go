@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/tether-csi/tether/pkg/inflight"
@@ -27,6 +28,26 @@ import (
 // API server and the process beyond the floor is what any watching
 // controller pays.
 const WatchingFloor = "floor+watch"
+
+// FloorClient is a client for the floor's writes in the name of one
+// component of the pipeline: its own user agent, so that the API server
+// records its writes under a field manager apart from the one that created
+// the objects (as it does the binder's and the provisioner's), protobuf as
+// theirs, and no client-side rate limit.
+func FloorClient(config *rest.Config, component string) kubernetes.Interface {
+	c := rest.CopyConfig(config)
+	c.QPS, c.Burst = 20000, 40000
+	c.UserAgent = "floor-" + component
+	c.ContentType = "application/vnd.kubernetes.protobuf"
+	c.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return kubernetes.NewForConfigOrDie(c)
+}
+
+// ProvisionClients are the floor's two writers of a provisioned claim:
+// what tether's binder writes and what its provisioner writes.
+type ProvisionClients struct {
+	Binder, Provisioner kubernetes.Interface
+}
 
 // BindWrites makes the four writes that bind a claim to an Available volume,
 // in the order and with the content of the binder's (pkg/binder): the
@@ -79,12 +100,11 @@ func bindClaim(ctx context.Context, cs kubernetes.Interface, claim *corev1.Persi
 // provisioner's in-flight record, the PV, the PV's phase, the claim's
 // binding (which drops the record) and the claim's phase; with event, the
 // provisioner's ProvisioningSucceeded event too.
-func ProvisionWrites(ctx context.Context, cs kubernetes.Interface, claim *corev1.PersistentVolumeClaim, driver string, event bool) error {
-	claims := cs.CoreV1().PersistentVolumeClaims(claim.Namespace)
+func ProvisionWrites(ctx context.Context, cs ProvisionClients, claim *corev1.PersistentVolumeClaim, driver string, event bool) error {
 	c := claim.DeepCopy()
 	metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnStorageProvisioner, driver)
 	metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnBetaStorageProvisioner, driver)
-	c, err := claims.Update(ctx, c, metav1.UpdateOptions{})
+	c, err := cs.Binder.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("claim %s provisioner annotation: %w", claim.Name, err)
 	}
@@ -92,7 +112,7 @@ func ProvisionWrites(ctx context.Context, cs kubernetes.Interface, claim *corev1
 	c.Finalizers = append(c.Finalizers, inflight.Finalizer)
 	metav1.SetMetaDataAnnotation(&c.ObjectMeta, inflight.AnnVolume, name)
 	metav1.SetMetaDataAnnotation(&c.ObjectMeta, inflight.AnnDriver, driver)
-	if c, err = claims.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+	if c, err = cs.Provisioner.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("claim %s in-flight record: %w", claim.Name, err)
 	}
 	pv := &corev1.PersistentVolume{
@@ -111,7 +131,7 @@ func ProvisionWrites(ctx context.Context, cs kubernetes.Interface, claim *corev1
 				VolumeAttributes: map[string]string{"storage.kubernetes.io/csiProvisionerIdentity": "floor-" + driver}}},
 		},
 	}
-	if pv, err = cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+	if pv, err = cs.Provisioner.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("volume %s: %w", name, err)
 	}
 	if event {
@@ -122,13 +142,13 @@ func ProvisionWrites(ctx context.Context, cs kubernetes.Interface, claim *corev1
 			Message: "Successfully provisioned volume " + name, Source: corev1.EventSource{Component: driver},
 			FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
 		}
-		if _, err := cs.CoreV1().Events(c.Namespace).Create(ctx, e, metav1.CreateOptions{}); err != nil {
+		if _, err := cs.Provisioner.CoreV1().Events(c.Namespace).Create(ctx, e, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("event on claim %s: %w", c.Name, err)
 		}
 	}
 	pv.Status.Phase = corev1.VolumeBound
-	if pv, err = cs.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{}); err != nil {
+	if pv, err = cs.Binder.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("volume %s phase: %w", name, err)
 	}
-	return bindClaim(ctx, cs, c, pv)
+	return bindClaim(ctx, cs.Binder, c, pv)
 }

@@ -108,8 +108,13 @@ const floorConns = 256
 // floorWrites makes, for the floor, the pipeline's writes for claim i just
 // created: with events for four claims in five (tether's pair records
 // about 0.8 per claim, client-go's event rate limit drops the rest).
-func floorWrites(ctx context.Context, cs kubernetes.Interface, i int, pvc *corev1.PersistentVolumeClaim) error {
-	return bench.ProvisionWrites(ctx, cs, pvc, driverName, i%5 != 4)
+// Its writes go out in the names of a binder and a provisioner
+// (bench.FloorClient), as the pipeline's do.
+func floorWrites(config *rest.Config) func(context.Context, int, *corev1.PersistentVolumeClaim) error {
+	cs := bench.ProvisionClients{Binder: bench.FloorClient(config, "binder"), Provisioner: bench.FloorClient(config, "provisioner")}
+	return func(ctx context.Context, i int, pvc *corev1.PersistentVolumeClaim) error {
+		return bench.ProvisionWrites(ctx, cs, pvc, driverName, i%5 != 4)
+	}
 }
 
 // clients is how every component of a bench, and the bench itself, reach
@@ -146,9 +151,9 @@ func measure(t *testing.T, c *cluster.Cluster, bc clients, p pair, n int, label,
 	apiPID, etcdPID := c.ControlPlanePIDs()
 	pids := cpuPIDs(p, apiPID, etcdPID, binder, prov)
 	cpuBefore := bench.ReadCPU(pids)
-	var after func(context.Context, kubernetes.Interface, int, *corev1.PersistentVolumeClaim) error
+	var after func(context.Context, int, *corev1.PersistentVolumeClaim) error
 	if p.floor {
-		after = floorWrites
+		after = floorWrites(bc.config)
 	}
 	lat, total, err := createAndWait(t, bc.config, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, class) }, podOf, after)
 	r := row{label: label, n: n, total: total, upstream: p.upstream, floor: p.floor, qps: p.qps}
@@ -220,7 +225,7 @@ func claim(i int, class string) *corev1.PersistentVolumeClaim {
 // if set, runs for each claim once it is created, on a goroutine of its
 // own (floorConns at a time).
 func createAndWait(t *testing.T, config *rest.Config, n int, claimOf func(int) *corev1.PersistentVolumeClaim,
-	podOf func(int) *corev1.Pod, after func(context.Context, kubernetes.Interface, int, *corev1.PersistentVolumeClaim) error) ([]time.Duration, time.Duration, error) {
+	podOf func(int) *corev1.Pod, after func(context.Context, int, *corev1.PersistentVolumeClaim) error) ([]time.Duration, time.Duration, error) {
 	ctx := t.Context()
 	fast := rest.CopyConfig(config)
 	fast.QPS, fast.Burst = 20000, 40000
@@ -293,7 +298,7 @@ func createAndWait(t *testing.T, config *rest.Config, n int, claimOf func(int) *
 				afterSem <- struct{}{}
 				go func() {
 					defer func() { <-afterSem; wg.Done() }()
-					if err := after(ctx, admin, i, out); err != nil {
+					if err := after(ctx, i, out); err != nil {
 						errs <- err
 					}
 				}()

@@ -22,6 +22,10 @@ import (
 func (c *Cluster) CPUProfiles(t T, dir, label string, seconds int, addrs map[string]string) (done func()) {
 	var wg sync.WaitGroup
 	secs := strconv.Itoa(seconds)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("profiles: %v", err)
+		return wg.Wait
+	}
 	save := func(name string, fetch func() ([]byte, error)) {
 		wg.Go(func() {
 			raw, err := fetch()
