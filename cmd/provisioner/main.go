@@ -254,7 +254,7 @@ func run(ctx context.Context, o options) error {
 	}
 	// The library's PV finalizer Updates go out as patches: EP's ClusterRole
 	// grants patch, not update, on PVs.
-	lib := controller.NewProvisionController(provisioner.PatchFinalizerClient(client), driver, prov, libOpts...)
+	lib := controller.NewProvisionController(prov.LibraryClient(client), driver, prov, libOpts...)
 	if o.leader.Name == "" {
 		// As external-provisioner: the lease is named after the driver; in
 		// node-deployment mode, after the driver and the node, so that the

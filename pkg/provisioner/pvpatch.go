@@ -33,20 +33,38 @@ func PatchFinalizerClient(c kubernetes.Interface) kubernetes.Interface {
 	return patchClient{Interface: c}
 }
 
-type patchClient struct{ kubernetes.Interface }
-
-func (c patchClient) CoreV1() typedcorev1.CoreV1Interface {
-	return patchCore{CoreV1Interface: c.Interface.CoreV1()}
+// LibraryClient is the clientset to hand the library: PatchFinalizerClient,
+// and a PV that the library creates for a claim names in its claimRef the
+// version of the claim that Provision wrote (the in-flight record), not
+// that of the library's own copy, which predates the write. The binder
+// waits until its cache holds that version of the claim before it binds
+// (binder.ClaimBehindVolume); with the older one it would bind from a claim
+// that has changed since, and its write would fail with a conflict.
+func (p *Provisioner) LibraryClient(c kubernetes.Interface) kubernetes.Interface {
+	return patchClient{Interface: c, claimVersion: p.handoffs.claimVersion}
 }
 
-type patchCore struct{ typedcorev1.CoreV1Interface }
+type patchClient struct {
+	kubernetes.Interface
+	claimVersion func(types.UID) string
+}
+
+func (c patchClient) CoreV1() typedcorev1.CoreV1Interface {
+	return patchCore{CoreV1Interface: c.Interface.CoreV1(), claimVersion: c.claimVersion}
+}
+
+type patchCore struct {
+	typedcorev1.CoreV1Interface
+	claimVersion func(types.UID) string
+}
 
 func (c patchCore) PersistentVolumes() typedcorev1.PersistentVolumeInterface {
-	return patchVolumes{PersistentVolumeInterface: c.CoreV1Interface.PersistentVolumes()}
+	return patchVolumes{PersistentVolumeInterface: c.CoreV1Interface.PersistentVolumes(), claimVersion: c.claimVersion}
 }
 
 type patchVolumes struct {
 	typedcorev1.PersistentVolumeInterface
+	claimVersion func(types.UID) string
 }
 
 func (p patchVolumes) Update(ctx context.Context, pv *v1.PersistentVolume, opts metav1.UpdateOptions) (*v1.PersistentVolume, error) {
@@ -72,9 +90,17 @@ func (p patchVolumes) Update(ctx context.Context, pv *v1.PersistentVolume, opts 
 // Create sends a copy: the client's encoder sets the object's kind on what
 // it is given, and the library puts the PV it saves into the informer's
 // store as well, where other goroutines read it (a data race the race
-// detector found when a save was retried in the background).
+// detector found when a save was retried in the background). With
+// claimVersion (LibraryClient), the copy's claimRef gets the version of the
+// claim that Provision wrote.
 func (p patchVolumes) Create(ctx context.Context, pv *v1.PersistentVolume, opts metav1.CreateOptions) (*v1.PersistentVolume, error) {
-	return p.PersistentVolumeInterface.Create(ctx, pv.DeepCopy(), opts)
+	out := pv.DeepCopy()
+	if ref := out.Spec.ClaimRef; ref != nil && p.claimVersion != nil {
+		if v := p.claimVersion(ref.UID); v != "" {
+			ref.ResourceVersion = v
+		}
+	}
+	return p.PersistentVolumeInterface.Create(ctx, out, opts)
 }
 
 // PatchKind says how an Update is sent.
