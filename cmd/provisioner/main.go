@@ -113,7 +113,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(server.DropManagedFields))
 	claimInf := factory.Core().V1().PersistentVolumeClaims()
 	volumeInf := factory.Core().V1().PersistentVolumes()
 	classInf := factory.Storage().V1().StorageClasses()

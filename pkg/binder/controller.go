@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/tether-csi/tether/pkg/server"
 )
 
 // EventSource is the component name on the binder's events. It is
@@ -119,10 +121,7 @@ func transform(obj any) (any, error) {
 			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
 		}}, nil
 	}
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
+	return server.DropManagedFields(obj)
 }
 
 // Run starts the informers and workers and blocks until ctx ends.

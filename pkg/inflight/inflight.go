@@ -6,6 +6,7 @@
 package inflight
 
 import (
+	"maps"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -112,9 +113,14 @@ func Settle(claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume) bool {
 }
 
 // Strip returns a copy of claim without the record, for comparing claims
-// apart from it.
+// apart from it. The copy is shallow but for its annotations and
+// finalizers: it shares the rest with claim, so it is for reading only (a
+// deep copy of each claim, in an informer's event handler, was 2% of the
+// provisioner's CPU).
 func Strip(claim *v1.PersistentVolumeClaim) *v1.PersistentVolumeClaim {
-	c := claim.DeepCopy()
-	Forget(c)
-	return c
+	c := *claim
+	c.Annotations = maps.Clone(claim.Annotations)
+	c.Finalizers = slices.Clone(claim.Finalizers)
+	Forget(&c)
+	return &c
 }

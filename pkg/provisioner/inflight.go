@@ -166,8 +166,13 @@ func onlyInFlightChanged(oldObj, newObj any) bool {
 	if !ok || !ok2 || inflight.Holds(o) == inflight.Holds(n) {
 		return false
 	}
+	// The bind write removes the record too, with the volume's name: no
+	// need to compare the rest.
+	if o.Spec.VolumeName != n.Spec.VolumeName || o.Status.Phase != n.Status.Phase {
+		return false
+	}
 	strip := func(c *v1.PersistentVolumeClaim) *v1.PersistentVolumeClaim {
-		c = inflight.Strip(c)
+		c = inflight.Strip(c) // a shallow copy
 		c.ResourceVersion, c.ManagedFields = "", nil
 		return c
 	}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -50,4 +51,16 @@ func (o KubeOptions) RestConfig(userAgent string) (*rest.Config, error) {
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	return cfg, nil
+}
+
+// DropManagedFields is an informer transform that drops each object's
+// managed fields before it is cached. No controller of tether reads them,
+// and writes without them keep the server's (the API server takes the live
+// object's managed fields when a write carries none); without them every
+// cached object is smaller, and so is every copy of it.
+func DropManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
