@@ -52,6 +52,13 @@ func TestQuietClaims(t *testing.T) {
 			addInFlight(c)
 			c.Spec.VolumeName = "pv-1"
 		}), passed: true},
+		{name: "record removed by the bind write", old: inFlight, new: with(func(c *v1.PersistentVolumeClaim) {
+			c.Spec.VolumeName = "pv-1"
+		}), passed: true},
+		{name: "record added as the phase changes", old: base, new: with(func(c *v1.PersistentVolumeClaim) {
+			addInFlight(c)
+			c.Status.Phase = v1.ClaimLost
+		}), passed: true},
 		{name: "a tombstone", old: base, new: cache.DeletedFinalStateUnknown{Key: "apps/data", Obj: inFlight}, passed: true},
 	}
 	for _, tt := range tests {

@@ -432,3 +432,32 @@ func TestResourceExhaustedReschedulesOnlyWithTopology(t *testing.T) {
 		}
 	}
 }
+
+// The library saves the PV with a claimRef made from its own copy of the
+// claim, which predates the in-flight write. Saved through LibraryClient,
+// the PV names the version of that write instead: the binder, which waits
+// until its cache has the claimRef's version (binder.ClaimBehindVolume),
+// then binds from the claim with the record, and its write does not
+// conflict.
+func TestSavedPVNamesTheInFlightWrite(t *testing.T) {
+	e := newEnv(t)
+	e.createClaim(newClaim())
+	libraryCopy := e.cachedClaim(testClaim)
+	pv, _, err := e.provision(libraryCopy)
+	if err != nil {
+		t.Fatalf("Provision: %v", err)
+	}
+	written := e.apiClaim(testClaim).ResourceVersion
+	if written == libraryCopy.ResourceVersion {
+		t.Fatalf("Provision wrote no in-flight record (claim still at version %s)", written)
+	}
+	pv = pv.DeepCopy()
+	pv.Spec.ClaimRef.ResourceVersion = libraryCopy.ResourceVersion // as the library sets it
+	saved, err := e.p.LibraryClient(e.client).CoreV1().PersistentVolumes().Create(e.ctx, pv, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := saved.Spec.ClaimRef.ResourceVersion; got != written {
+		t.Errorf("saved claimRef names version %s of the claim, want %s (the in-flight write's)", got, written)
+	}
+}
