@@ -34,14 +34,15 @@ func defaultOptions() options {
 		// bind a few hundred claims a second.
 		kube:   server.KubeOptions{QPS: 1000, Burst: 2000},
 		leader: server.DefaultLeaderOptions("tether-binder", true),
-		// 48: on a CPU-bound API server more writes in flight make each
-		// cheaper (make bench-binder, 1000 pairs: 0.85 of the floor with
-		// 16 workers, 0.95 with 48, 0.91 with 96); with etcd far away the
+		// 100, as EP's --worker-threads: on a CPU-bound API server more
+		// writes in flight make each cheaper (etcd batches them): make
+		// bench-binder on 1000 pairs gave 0.85 of the floor with 16
+		// workers, 0.87 with 48 and 0.92 with 128; with etcd far away the
 		// workers bound the rate. More workers meet provisioned volumes
 		// sooner; the provisioner's claimRef names the version of its
 		// in-flight write, so the binder waits for it instead of
 		// conflicting (provisioner.LibraryClient).
-		workers: 48,
+		workers: 100,
 		resync:  15 * time.Second,
 	}
 	return o
