@@ -40,6 +40,7 @@ const driverName = "mock.csi.tether.dev"
 type pair struct {
 	name     string // "tether", "upstream" or "floor"
 	qps      int    // 0: each component's default
+	workers  int    // tether's binder's --workers; 0: its default
 	upstream bool
 	floor    bool
 }
@@ -65,8 +66,19 @@ func TestBenchProvisioner(t *testing.T) {
 	}
 	n := envInt(t, "BENCH_N", 1000)
 	qps := envInt(t, "BENCH_QPS", 2000)
-	pairs := []pair{{name: "tether"}, {name: "upstream", upstream: true}, {name: "tether", qps: qps},
-		{name: "upstream", qps: qps, upstream: true}, {name: "floor", floor: true}}
+	pairs := []pair{{name: "tether"}, {name: "upstream", upstream: true}, {name: "tether", qps: qps}}
+	// BENCH_TETHER_WORKERS=48,100 adds tether at BENCH_QPS with those
+	// binder workers (labels tether@qps2000@w48, ...).
+	for _, w := range strings.Split(os.Getenv("BENCH_TETHER_WORKERS"), ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			n, err := strconv.Atoi(w)
+			if err != nil || n < 1 {
+				t.Fatalf("BENCH_TETHER_WORKERS: %q is not a positive integer", w)
+			}
+			pairs = append(pairs, pair{name: "tether", qps: qps, workers: n})
+		}
+	}
+	pairs = append(pairs, pair{name: "upstream", qps: qps, upstream: true}, pair{name: "floor", floor: true})
 	// One round: the upstream pair at its defaults alone takes four minutes.
 	rows := runAll(t, pairs, 1, func(t *testing.T, p pair, label string, delay time.Duration) row {
 		return runPair(t, p, n, label, delay)
@@ -201,6 +213,9 @@ func startPair(t *testing.T, c *cluster.Cluster, p pair, bc clients, mockArgs ..
 		return binder, prov
 	}
 	binderArgs := []string{"--kubeconfig=" + bc.kubeconfig, "--leader-elect=false", "-v=1"}
+	if p.workers > 0 {
+		binderArgs = append(binderArgs, fmt.Sprintf("--workers=%d", p.workers))
+	}
 	provArgs := []string{"--kubeconfig=" + bc.kubeconfig, "--csi-address=" + socket, "--leader-election=false", "-v=1"}
 	if os.Getenv("BENCH_PPROF") != "" {
 		profiled["binder"], profiled["provisioner"] = cluster.FreeAddr(t), cluster.FreeAddr(t)

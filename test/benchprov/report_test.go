@@ -46,6 +46,9 @@ func runAll(t *testing.T, pairs []pair, defaultRuns int, run func(*testing.T, pa
 		for round := 1; round <= runs; round++ {
 			for _, p := range pairs {
 				label := fmt.Sprintf("%s@%s", p.name, qpsLabel(p.qps))
+				if p.workers > 0 {
+					label += fmt.Sprintf("@w%d", p.workers)
+				}
 				if p.floor {
 					label = p.name
 				}
@@ -164,10 +167,10 @@ func renderDelay(b *strings.Builder, rows []row) {
 			continue
 		}
 		if u, ok := byKey[fmt.Sprintf("true-%d", r.qps)]; ok {
-			fmt.Fprintf(b, "tether/upstream at %s: %.2fx the claims/s, %.2fx the p99\n", qpsLabel(r.qps), rate(r)/rate(u), float64(r.p99)/float64(u.p99))
+			fmt.Fprintf(b, "tether/upstream at %s: %.2fx the claims/s, %.2fx the p99\n", strings.TrimPrefix(r.label, "tether@"), rate(r)/rate(u), float64(r.p99)/float64(u.p99))
 		}
 		if floor != nil {
-			fmt.Fprintf(b, "tether at %s / floor: %.2fx the claims/s (%.0f%% of the floor)\n", qpsLabel(r.qps), rate(r)/rate(*floor), 100*rate(r)/rate(*floor))
+			fmt.Fprintf(b, "tether at %s / floor: %.2fx the claims/s (%.0f%% of the floor)\n", strings.TrimPrefix(r.label, "tether@"), rate(r)/rate(*floor), 100*rate(r)/rate(*floor))
 		}
 	}
 	for _, r := range mid {
