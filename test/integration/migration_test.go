@@ -220,11 +220,11 @@ func (w *migrationWorld) handBack() string {
 		return pvName != "", nil
 	})
 	w.stopTether()
-	// tether leaves the record for the binder for 10 s after the PV is
+	// tether leaves the record for the binder for 2 minutes after the PV is
 	// saved; on a loaded machine that may have passed already. Put it back
 	// as tether holds it in that window, so the hand-back always has one.
 	if cur := getClaim(t, c.Client, "handback"); !inflight.Holds(cur) {
-		t.Log("the record was settled before tether stopped; writing it back as tether holds it within 10 s of the save")
+		t.Log("the record was settled before tether stopped; writing it back as tether holds it within 2 minutes of the save")
 		inflight.Record(cur, ebsDriver, pvName)
 		if _, err := c.Client.CoreV1().PersistentVolumeClaims("default").Update(t.Context(), cur, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
