@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/tether-csi/tether/pkg/server"
 	"github.com/tether-csi/tether/test/cluster"
 )
 
@@ -321,12 +322,7 @@ func bindWatchingFloor(ctx context.Context, config *rest.Config, n int) error {
 	watchConfig.ContentType = "application/vnd.kubernetes.protobuf"
 	watchConfig.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	factory := informers.NewSharedInformerFactoryWithOptions(kubernetes.NewForConfigOrDie(watchConfig), 0,
-		informers.WithTransform(func(obj any) (any, error) {
-			if m, ok := obj.(metav1.Object); ok {
-				m.SetManagedFields(nil)
-			}
-			return obj, nil
-		}))
+		informers.WithTransform(server.DropManagedFields)) // as the binder's informers
 	volumes := factory.Core().V1().PersistentVolumes().Informer()
 	claims := factory.Core().V1().PersistentVolumeClaims().Informer()
 	factory.Start(ctx.Done())
