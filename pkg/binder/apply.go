@@ -158,7 +158,7 @@ func (w *Writer) claimPhase(ctx context.Context, claim *v1.PersistentVolumeClaim
 	if err != nil {
 		return false, err
 	}
-	w.Claims.Upsert(out)
+	w.Claims.Returned(out)
 	return true, nil
 }
 
@@ -187,7 +187,7 @@ func (w *Writer) updateClaim(ctx context.Context, c *v1.PersistentVolumeClaim) (
 	if err != nil {
 		return nil, err
 	}
-	w.Claims.Upsert(out)
+	w.Claims.Returned(out)
 	return out, nil
 }
 
@@ -196,7 +196,7 @@ func (w *Writer) updateVolume(ctx context.Context, p *v1.PersistentVolume) (*v1.
 	if err != nil {
 		return nil, err
 	}
-	return w.Volumes.Upsert(out), nil
+	return w.Volumes.Returned(out), nil
 }
 
 func (w *Writer) volumePhase(ctx context.Context, pv *v1.PersistentVolume, phase v1.PersistentVolumePhase, message string) (*v1.PersistentVolume, error) {
@@ -209,7 +209,7 @@ func (w *Writer) volumePhase(ctx context.Context, pv *v1.PersistentVolume, phase
 	if err != nil {
 		return nil, err
 	}
-	return w.Volumes.Upsert(out), nil
+	return w.Volumes.Returned(out), nil
 }
 
 // ApplyVolume carries out a volume decision. The claim event, if any, goes

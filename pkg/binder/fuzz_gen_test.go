@@ -231,7 +231,7 @@ func (m *indexModel) upsert(t *testing.T, ix *Index, pv *v1.PersistentVolume) {
 	got := ix.Upsert(pv)
 	want := pv
 	if cur, ok := m.vols[pv.Name]; ok {
-		if rvOf(pv) <= rvOf(cur) {
+		if rvOf(pv) < rvOf(cur) { // the informer's copy of the same version replaces
 			want = cur
 		}
 	} else if tomb, ok := m.tombs[pv.Name]; ok && rvOf(pv) <= tomb {

@@ -97,14 +97,27 @@ func newer(a, b string) bool {
 	return ia > ib
 }
 
-// Upsert stores pv unless the index already has a newer version. It returns
+// replaces reports whether an object at version a replaces the one held at
+// version b: when it is newer, or, with sameReplaces, the same version.
+func replaces(a, b string, sameReplaces bool) bool {
+	return newer(a, b) || (sameReplaces && a == b)
+}
+
+// Upsert stores pv, an informer's, unless the index already has a newer
+// version; of the same version it keeps pv (see Store.Upsert). It returns
 // the version the index now holds.
-func (ix *Index) Upsert(pv *v1.PersistentVolume) *v1.PersistentVolume {
+func (ix *Index) Upsert(pv *v1.PersistentVolume) *v1.PersistentVolume { return ix.put(pv, true) }
+
+// Returned stores pv, which a write or a read of the binder's returned,
+// unless the index has the same version or a newer one.
+func (ix *Index) Returned(pv *v1.PersistentVolume) *v1.PersistentVolume { return ix.put(pv, false) }
+
+func (ix *Index) put(pv *v1.PersistentVolume, sameReplaces bool) *v1.PersistentVolume {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	old, ok := ix.vols[pv.Name]
 	if ok {
-		if !newer(pv.ResourceVersion, old.ResourceVersion) {
+		if old == pv || !replaces(pv.ResourceVersion, old.ResourceVersion, sameReplaces) {
 			return old
 		}
 		ix.remove(old)

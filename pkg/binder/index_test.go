@@ -2,6 +2,7 @@ package binder
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -256,6 +257,8 @@ func TestIndexUpsert(t *testing.T) {
 		wantRV   string // of the held version of "pv"
 		wantPV   string // Reserve's answer for claim c (1Gi)
 		wantHeld int    // Len
+		returned []int  // the upserts made through Returned (a write's answer), not Upsert
+		wantCopy int    // when > 0, Get must answer that upsert's object (1-based)
 	}{
 		{name: "newer version replaces the older",
 			upserts: []*v1.PersistentVolume{newPV("pv", "1Gi", pvRV("5")), newPV("pv", "1Gi", pvRV("6"), pvLabels("a", "b"))},
@@ -263,9 +266,18 @@ func TestIndexUpsert(t *testing.T) {
 		{name: "older version is ignored",
 			upserts: []*v1.PersistentVolume{newPV("pv", "1Gi", pvRV("10")), newPV("pv", "1Gi", pvRV("9"), pvClaimRef("x", "uid-x"))},
 			wantRV:  "10", wantPV: "pv", wantHeld: 1},
-		{name: "same version is ignored",
-			upserts: []*v1.PersistentVolume{newPV("pv", "1Gi", pvRV("10")), newPV("pv", "1Gi", pvRV("10"), pvPhase(v1.VolumeReleased))},
-			wantRV:  "10", wantPV: "pv", wantHeld: 1},
+		{name: "same version from a write keeps the held copy",
+			upserts:  []*v1.PersistentVolume{newPV("pv", "1Gi", pvRV("10")), newPV("pv", "1Gi", pvRV("10"), pvPhase(v1.VolumeReleased))},
+			returned: []int{1}, wantRV: "10", wantPV: "pv", wantHeld: 1, wantCopy: 1},
+		{name: "same version from the informer replaces the write's copy",
+			upserts:  []*v1.PersistentVolume{newPV("pv", "1Gi", pvRV("10")), newPV("pv", "1Gi", pvRV("10"), pvLabels("a", "b"))},
+			returned: []int{0}, wantRV: "10", wantPV: "pv", wantHeld: 1, wantCopy: 2},
+		{name: "same version of a claimed volume from the informer replaces the write's copy",
+			upserts:  []*v1.PersistentVolume{newPV("pv", "1Gi", pvRV("10"), pvClaimRef("x", "uid-x")), newPV("pv", "1Gi", pvRV("10"), pvClaimRef("x", "uid-x"))},
+			returned: []int{0}, wantRV: "10", wantPV: "", wantHeld: 1, wantCopy: 2},
+		{name: "older version from a write is ignored",
+			upserts:  []*v1.PersistentVolume{newPV("pv", "1Gi", pvRV("10")), newPV("pv", "1Gi", pvRV("9"), pvClaimRef("x", "uid-x"))},
+			returned: []int{1}, wantRV: "10", wantPV: "pv", wantHeld: 1, wantCopy: 1},
 		{name: "versions compare as numbers, not strings",
 			upserts: []*v1.PersistentVolume{newPV("pv", "1Gi", pvRV("9")), newPV("pv", "1Gi", pvRV("10"), pvPhase(v1.VolumeFailed))},
 			wantRV:  "10", wantPV: "", wantHeld: 1},
@@ -289,10 +301,19 @@ func TestIndexUpsert(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ix := NewIndex()
 			var held *v1.PersistentVolume
-			for _, pv := range tt.upserts {
-				h := ix.Upsert(pv)
+			for i, pv := range tt.upserts {
+				put := ix.Upsert
+				if slices.Contains(tt.returned, i) {
+					put = ix.Returned
+				}
+				h := put(pv)
 				if pv.Name == "pv" {
 					held = h
+				}
+			}
+			if tt.wantCopy > 0 {
+				if got, _ := ix.Get("pv"); got != tt.upserts[tt.wantCopy-1] || held != got {
+					t.Errorf("the index holds another copy than upsert %d's", tt.wantCopy)
 				}
 			}
 			if held.ResourceVersion != tt.wantRV {

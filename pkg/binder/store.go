@@ -26,13 +26,24 @@ func storeKey(namespace, name string) string {
 	return namespace + "/" + name
 }
 
-// Upsert keeps obj unless the store has a newer version; it returns the
-// version the store now holds.
-func (s *Store[T]) Upsert(obj T) T {
+// Upsert keeps obj, an informer's, unless the store has a newer version; it
+// returns the version the store now holds. Of the same version it keeps
+// obj: when the informer brings the version that one of the binder's
+// writes returned, its copy (which the informer's cache holds anyway,
+// without managed fields) replaces the write's, so that each object is in
+// memory once, not twice.
+func (s *Store[T]) Upsert(obj T) T { return s.put(obj, true) }
+
+// Returned keeps obj, which a write or a read of the binder's returned,
+// unless the store has the same version or a newer one (the informer's
+// copy of the same version is the one to keep).
+func (s *Store[T]) Returned(obj T) T { return s.put(obj, false) }
+
+func (s *Store[T]) put(obj T, sameReplaces bool) T {
 	k := storeKey(obj.GetNamespace(), obj.GetName())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.objs[k]; ok && !newer(obj.GetResourceVersion(), old.GetResourceVersion()) {
+	if old, ok := s.objs[k]; ok && !replaces(obj.GetResourceVersion(), old.GetResourceVersion(), sameReplaces) {
 		return old
 	}
 	if s.dead.buried(k, obj.GetResourceVersion()) {

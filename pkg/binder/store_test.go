@@ -15,13 +15,17 @@ func TestStore(t *testing.T) {
 		del   bool
 		claim *v1.PersistentVolumeClaim
 		held  string // version the call must return (Upsert only), "" to skip
+		// returned puts the claim through Returned (a write's answer)
+		// instead of Upsert (the informer's).
+		returned bool
 	}
 	tests := []struct {
-		name    string
-		steps   []step
-		wantRV  string // held version of default/c, "" for none
-		wantUID string
-		wantLen int
+		name     string
+		steps    []step
+		wantRV   string // held version of default/c, "" for none
+		wantUID  string
+		wantLen  int
+		wantCopy int // when > 0, Get must answer that step's object (1-based)
 	}{
 		{name: "newer version replaces the older",
 			steps:  []step{{claim: newPVC("c", "1Gi", rv("5"))}, {claim: newPVC("c", "1Gi", rv("6")), held: "6"}},
@@ -29,10 +33,18 @@ func TestStore(t *testing.T) {
 		{name: "older version is ignored",
 			steps:  []step{{claim: newPVC("c", "1Gi", rv("6"))}, {claim: newPVC("c", "1Gi", rv("5")), held: "6"}},
 			wantRV: "6", wantUID: "uid-c", wantLen: 1},
-		{name: "same version is ignored",
-			steps: []step{{claim: newPVC("c", "1Gi", rv("6"))}, {claim: newPVC("c", "2Gi", rv("6")), held: "6"}},
-			// The held object is the first one; checked by version only.
-			wantRV: "6", wantUID: "uid-c", wantLen: 1},
+		{name: "same version from a write keeps the held copy",
+			steps:  []step{{claim: newPVC("c", "1Gi", rv("6"))}, {claim: newPVC("c", "2Gi", rv("6")), held: "6", returned: true}},
+			wantRV: "6", wantUID: "uid-c", wantLen: 1, wantCopy: 1},
+		{name: "same version from the informer replaces the write's copy",
+			steps:  []step{{claim: newPVC("c", "1Gi", rv("6")), returned: true}, {claim: newPVC("c", "1Gi", rv("6")), held: "6"}},
+			wantRV: "6", wantUID: "uid-c", wantLen: 1, wantCopy: 2},
+		{name: "older version from a write is ignored",
+			steps:  []step{{claim: newPVC("c", "1Gi", rv("6"))}, {claim: newPVC("c", "1Gi", rv("5")), held: "6", returned: true}},
+			wantRV: "6", wantUID: "uid-c", wantLen: 1, wantCopy: 1},
+		{name: "newer version from a write replaces the informer's",
+			steps:  []step{{claim: newPVC("c", "1Gi", rv("6"))}, {claim: newPVC("c", "1Gi", rv("7")), held: "7", returned: true}},
+			wantRV: "7", wantUID: "uid-c", wantLen: 1, wantCopy: 2},
 		{name: "versions compare as numbers",
 			steps:  []step{{claim: newPVC("c", "1Gi", rv("99"))}, {claim: newPVC("c", "1Gi", rv("100")), held: "100"}},
 			wantRV: "100", wantUID: "uid-c", wantLen: 1},
@@ -78,11 +90,18 @@ func TestStore(t *testing.T) {
 					s.Delete(st.claim)
 					continue
 				}
-				if got := s.Upsert(st.claim); st.held != "" && got.ResourceVersion != st.held {
+				put := s.Upsert
+				if st.returned {
+					put = s.Returned
+				}
+				if got := put(st.claim); st.held != "" && got.ResourceVersion != st.held {
 					t.Errorf("step %d: Upsert returned version %s, want %s", i, got.ResourceVersion, st.held)
 				}
 			}
 			got, ok := s.Get(ns, "c")
+			if tt.wantCopy > 0 && got != tt.steps[tt.wantCopy-1].claim {
+				t.Errorf("the store holds another copy than step %d's", tt.wantCopy)
+			}
 			switch {
 			case tt.wantRV == "" && ok:
 				t.Errorf("Get = version %s, want none", got.ResourceVersion)

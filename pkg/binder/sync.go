@@ -46,7 +46,7 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 		} else if err != nil {
 			return err
 		}
-		claim = c.claims.Upsert(fresh)
+		claim = c.claims.Returned(fresh)
 		if err := c.refreshVolume(ctx, claim.Spec.VolumeName); err != nil {
 			return err
 		}
@@ -219,7 +219,7 @@ func (c *Controller) claimOf(ctx context.Context, pv *v1.PersistentVolume) (*v1.
 	} else if err != nil {
 		return nil, err
 	}
-	fresh = c.claims.Upsert(fresh)
+	fresh = c.claims.Returned(fresh)
 	if fresh.UID != ref.UID {
 		c.gone.set(pv.Name, ref.UID)
 		return nil, nil
@@ -283,7 +283,7 @@ func (c *Controller) refreshVolume(ctx context.Context, name string) error {
 	} else if err != nil {
 		return err
 	}
-	c.volumes.Upsert(pv)
+	c.volumes.Returned(pv)
 	return nil
 }
 
