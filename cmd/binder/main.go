@@ -59,7 +59,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	o.kube.AddFlags(fs)
 	o.leader.AddFlags(fs, server.KCMLeaderFlags)
 	fs.IntVar(&o.workers, "workers", o.workers, "Claim workers, and as many volume workers. Each key is handled by one worker at a time.")
-	fs.DurationVar(&o.resync, "resync-period", o.resync, "How often every claim and volume is synced again even without a change.")
+	fs.DurationVar(&o.resync, "resync-period", o.resync, "How often every claim and volume is synced again even without a change; a claim and volume bound to each other with nothing left to write are not.")
 	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve /metrics and /healthz on. Empty serves nothing.")
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "Also serve Go's profiles under /debug/pprof/ on --http-endpoint.")
 	return fs

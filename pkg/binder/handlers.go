@@ -32,8 +32,13 @@ func (c *Controller) claimHandler() cache.ResourceEventHandler {
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    upsert,
-		UpdateFunc: func(_, obj any) { upsert(obj) },
+		AddFunc: upsert,
+		UpdateFunc: func(old, obj any) {
+			if claim, ok := obj.(*v1.PersistentVolumeClaim); ok && resync(old, obj) && c.settledClaim(claim) {
+				return
+			}
+			upsert(obj)
+		},
 		DeleteFunc: func(obj any) {
 			claim, ok := tombstoned(obj).(*v1.PersistentVolumeClaim)
 			if !ok {
@@ -67,8 +72,13 @@ func (c *Controller) volumeHandler() cache.ResourceEventHandler {
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    upsert,
-		UpdateFunc: func(_, obj any) { upsert(obj) },
+		AddFunc: upsert,
+		UpdateFunc: func(old, obj any) {
+			if pv, ok := obj.(*v1.PersistentVolume); ok && resync(old, obj) && c.settledVolume(pv) {
+				return
+			}
+			upsert(obj)
+		},
 		DeleteFunc: func(obj any) {
 			pv, ok := tombstoned(obj).(*v1.PersistentVolume)
 			if !ok {
