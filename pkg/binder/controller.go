@@ -60,8 +60,13 @@ type Controller struct {
 	metrics     *Metrics
 	pending     *pendingClaims
 	gone        goneClaims
+	// synced are the node informer's HasSynced and the handler
+	// registrations' (see New).
 	synced      []cache.InformerSynced
 	broadcaster record.EventBroadcaster
+	// beforeVolumeEvent, when set (by tests), runs at the start of every
+	// volume event the handler gets: a slow handler.
+	beforeVolumeEvent func()
 }
 
 // New builds a Controller; Run starts it.
@@ -97,17 +102,28 @@ func New(opts Options) (*Controller, error) {
 	classInf := c.factory.Storage().V1().StorageClasses()
 	nodeInf := c.factory.Core().V1().Nodes()
 	c.classLister, c.nodeLister = classInf.Lister(), nodeInf.Lister()
-	for _, reg := range []func() error{
-		func() error { _, err := claimInf.Informer().AddEventHandler(c.claimHandler()); return err },
-		func() error { _, err := volumeInf.Informer().AddEventHandler(c.volumeHandler()); return err },
-		func() error { _, err := classInf.Informer().AddEventHandler(c.classHandler()); return err },
+	// The workers decide on the Store and the Index, which the handlers
+	// fill: they start once each handler has been handed every object of
+	// its informer's first list (the registration's HasSynced), not once
+	// the informer has merely read them (its own HasSynced). Otherwise a
+	// claim could be decided on before its matching volume is indexed (and
+	// be provisioned a new one), or a bound volume before its claim is
+	// stored. The node informer has no handler: its lister is read.
+	c.synced = []cache.InformerSynced{nodeInf.Informer().HasSynced}
+	for _, h := range []struct {
+		inf     cache.SharedIndexInformer
+		handler cache.ResourceEventHandler
+	}{
+		{claimInf.Informer(), c.claimHandler()},
+		{volumeInf.Informer(), c.volumeHandler()},
+		{classInf.Informer(), c.classHandler()},
 	} {
-		if err := reg(); err != nil {
+		reg, err := h.inf.AddEventHandler(h.handler)
+		if err != nil {
 			return nil, err
 		}
+		c.synced = append(c.synced, reg.HasSynced)
 	}
-	c.synced = []cache.InformerSynced{claimInf.Informer().HasSynced, volumeInf.Informer().HasSynced,
-		classInf.Informer().HasSynced, nodeInf.Informer().HasSynced}
 	return c, nil
 }
 

@@ -60,6 +60,9 @@ func (c *Controller) volumeHandler() cache.ResourceEventHandler {
 		if !ok {
 			return
 		}
+		if c.beforeVolumeEvent != nil {
+			c.beforeVolumeEvent()
+		}
 		pv = c.volumes.Upsert(pv)
 		c.volumeQueue.Add(pv.Name)
 		if ref := pv.Spec.ClaimRef; ref != nil {
