@@ -12,7 +12,7 @@ PKG ?= ./...
 GOTEST_FLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help demo build tools test unit sanity e2e e2e-kind conformance chaos bench-provisioner bench-wffc fuzz lint clean clean-tools
+.PHONY: help demo build tools test unit sanity e2e e2e-kind conformance chaos sim bench-provisioner bench-wffc fuzz lint clean clean-tools
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -57,6 +57,11 @@ CHAOS_DURATION ?= 3m
 chaos: tools ## the chaos run: CHAOS_CLAIMS claims under kills and deletes (make test runs 40)
 	CHAOS_CLAIMS=$(CHAOS_CLAIMS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_DURATION=$(CHAOS_DURATION) \
 	  $(GO) test -count=1 -timeout 60m -v -run '^TestChaos$$' ./test/chaos/
+
+SIM_SCHEDULES ?= 10000
+SIM_SEED ?= 1
+sim: ## the deterministic simulator: SIM_SCHEDULES seeded schedules from SIM_SEED against tether's own code (make test runs 10000); a failure prints its seed and trace
+	$(GO) run ./test/sim/cmd/sim -schedules=$(SIM_SCHEDULES) -seed=$(SIM_SEED)
 
 bench-provisioner: tools ## tether binder+provisioner against KCM+external-provisioner v6.3.0 and the floor: 1000 Immediate claims, etcd on loopback and 2.5ms away (BENCH_N, BENCH_QPS, BENCH_RUNS, BENCH_ONLY, BENCH_TETHER_WORKERS, BENCH_ETCD_DELAY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -v -run '^TestBenchProvisioner$$' ./test/benchprov/

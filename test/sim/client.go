@@ -1,0 +1,164 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// newClient is a fake clientset whose every call goes to the simulated
+// API server through a reactor (client-go's own tracker has no
+// resourceVersion conflicts and no finalizers), so tether's code talks to
+// a kubernetes.Interface as in production. who names the component, for
+// the fault plan and the trace.
+func (w *World) newClient(who string) kubernetes.Interface {
+	cs := &fake.Clientset{}
+	cs.AddReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, nil
+	})
+	cs.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := w.react(who, action)
+		return true, obj, err
+	})
+	return cs
+}
+
+// react serves one call. A write may fail before it is applied, or after
+// (the caller sees an error for a write that happened), when faults are on.
+func (w *World) react(who string, action k8stesting.Action) (runtime.Object, error) {
+	a := w.api
+	res := action.GetResource().Resource
+	ns := action.GetNamespace()
+	verb := action.GetVerb()
+	if res == "events" {
+		return nil, nil
+	}
+	write := verb == "create" || verb == "update" || verb == "delete" || verb == "patch"
+	fault := faultNone
+	if write {
+		fault = w.apiFault(who, verb, res)
+		if fault == faultBefore {
+			w.tracef("  api fault before %s %s %s (%s)", verb, res, nameOf(action), who)
+			return nil, apierrors.NewInternalError(fmt.Errorf("simulated fault before the write"))
+		}
+	}
+	obj, err := w.serve(a, res, ns, verb, action)
+	if write && err == nil {
+		w.tracef("  api %s %s %s (%s)", verb, res, nameOf(action), who)
+	}
+	if fault == faultAfter && err == nil {
+		w.tracef("  api fault after %s %s %s (%s)", verb, res, nameOf(action), who)
+		return nil, apierrors.NewServerTimeout(a.gr(res), verb, 1)
+	}
+	return obj, err
+}
+
+func nameOf(action k8stesting.Action) string {
+	switch act := action.(type) {
+	case k8stesting.GetAction:
+		return act.GetName()
+	case k8stesting.DeleteAction:
+		return act.GetName()
+	case k8stesting.PatchAction:
+		return act.GetName()
+	case k8stesting.CreateAction:
+		if m, ok := act.GetObject().(interface{ GetName() string }); ok {
+			return m.GetName()
+		}
+	}
+	return ""
+}
+
+func (w *World) serve(a *API, res, ns, verb string, action k8stesting.Action) (runtime.Object, error) {
+	switch verb {
+	case "get":
+		name := action.(k8stesting.GetAction).GetName()
+		o := a.Get(res, ns, name)
+		if o == nil {
+			return nil, apierrors.NewNotFound(a.gr(res), name)
+		}
+		return o, nil
+	case "create":
+		return a.Create(action.(k8stesting.CreateAction).GetObject())
+	case "update":
+		return a.Update(action.(k8stesting.UpdateAction).GetObject(), action.GetSubresource() == "status")
+	case "delete":
+		act := action.(k8stesting.DeleteAction)
+		return nil, a.Delete(res, ns, act.GetName(), act.GetDeleteOptions().Preconditions)
+	case "patch":
+		act := action.(k8stesting.PatchAction)
+		if act.GetPatchType() != types.MergePatchType {
+			return nil, apierrors.NewBadRequest("sim: only merge patches")
+		}
+		cur := a.Get(res, ns, act.GetName())
+		if cur == nil {
+			return nil, apierrors.NewNotFound(a.gr(res), act.GetName())
+		}
+		next, err := mergePatch(cur, act.GetPatch())
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		return a.Update(next, action.GetSubresource() == "status")
+	}
+	return nil, apierrors.NewMethodNotSupported(a.gr(res), verb)
+}
+
+// mergePatch applies a JSON merge patch (RFC 7386) to an object.
+func mergePatch(obj runtime.Object, patch []byte) (runtime.Object, error) {
+	doc, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var target, p any
+	if err := json.Unmarshal(doc, &target); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, err
+	}
+	merged, err := json.Marshal(mergeValue(target, p))
+	if err != nil {
+		return nil, err
+	}
+	out := newOfKind(obj)
+	return out, json.Unmarshal(merged, out)
+}
+
+func mergeValue(target, patch any) any {
+	pm, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	tm, ok := target.(map[string]any)
+	if !ok {
+		tm = map[string]any{}
+	}
+	for k, v := range pm {
+		if v == nil {
+			delete(tm, k)
+		} else {
+			tm[k] = mergeValue(tm[k], v)
+		}
+	}
+	return tm
+}
+
+func newOfKind(obj runtime.Object) runtime.Object {
+	switch obj.(type) {
+	case *v1.PersistentVolume:
+		return &v1.PersistentVolume{}
+	case *v1.PersistentVolumeClaim:
+		return &v1.PersistentVolumeClaim{}
+	case *storagev1.StorageClass:
+		return &storagev1.StorageClass{}
+	}
+	panic(fmt.Sprintf("sim: no patch for %T", obj))
+}

@@ -1,0 +1,60 @@
+package sim
+
+// apiFaultKind is what a fault does to one API write.
+type apiFaultKind int
+
+const (
+	faultNone apiFaultKind = iota
+	// faultBefore fails the write before it is applied.
+	faultBefore
+	// faultAfter applies the write and then fails the call.
+	faultAfter
+)
+
+// apiFault draws the fault for one write of a component (the actors'
+// writes go to the API directly and never fail).
+func (w *World) apiFault(who, verb, resource string) apiFaultKind {
+	if !w.faults {
+		return faultNone
+	}
+	switch r := w.rng.Intn(100); {
+	case r < 6:
+		return faultBefore
+	case r < 10:
+		return faultAfter
+	}
+	return faultNone
+}
+
+// driverFaultKind is what a fault does to one CSI call.
+type driverFaultKind int
+
+const (
+	dfNone driverFaultKind = iota
+	// dfTimeoutMade: the caller's deadline passes; the volume is made in the
+	// background.
+	dfTimeoutMade
+	// dfTimeoutNothing: the caller's deadline passes; nothing is made.
+	dfTimeoutNothing
+	// dfExhausted: ResourceExhausted, nothing made.
+	dfExhausted
+	// dfUnavailable: Unavailable, nothing done.
+	dfUnavailable
+)
+
+func (w *World) driverFault() driverFaultKind {
+	if !w.faults {
+		return dfNone
+	}
+	switch r := w.rng.Intn(100); {
+	case r < 20:
+		return dfTimeoutMade
+	case r < 25:
+		return dfTimeoutNothing
+	case r < 29:
+		return dfExhausted
+	case r < 33:
+		return dfUnavailable
+	}
+	return dfNone
+}

@@ -1,0 +1,280 @@
+package sim
+
+import (
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// option is one thing the scheduler may do next.
+type option struct {
+	weight int
+	run    func() string
+}
+
+// Result is one schedule's outcome.
+type Result struct {
+	Seed       int64
+	Steps      int
+	Violations []string
+	Trace      []string
+}
+
+// RunSchedule runs one schedule: the actors for cfg.Steps steps, then
+// quiescence (actors stopped, faults off) with the hand-back check, then a
+// tear-down (every claim deleted) run to quiescence with the end checks.
+func RunSchedule(seed int64) Result {
+	w := newWorld(seed)
+	w.setup()
+	w.startProvisioner()
+	w.startBinder()
+	w.tracef("seed %d: %+v", seed, w.cfg)
+	w.actors, w.faults = true, true
+	for i := 0; i < w.cfg.Steps; i++ {
+		w.step(false)
+	}
+	w.actors, w.faults = false, false
+	w.tracef("---- actors stop, faults off")
+	w.repair()
+	w.settle(0)
+	w.checkHandBack()
+	w.tracef("---- tear-down: every claim deleted")
+	for _, c := range w.api.claims() {
+		_ = w.api.Delete(rClaims, c.Namespace, c.Name, nil)
+	}
+	w.settle(3)
+	w.checkEnd()
+	return Result{Seed: seed, Steps: w.steps, Violations: w.violations, Trace: w.trace}
+}
+
+// step picks one option at random, by weight, runs it and checks the
+// invariants. In settle mode only the system's own work is picked.
+func (w *World) step(settling bool) bool {
+	opts := w.options(settling)
+	total := 0
+	for _, o := range opts {
+		total += o.weight
+	}
+	if total == 0 {
+		return false
+	}
+	r := w.rng.Intn(total)
+	for _, o := range opts {
+		if r -= o.weight; r < 0 {
+			w.steps++
+			mark := len(w.trace)
+			w.trace = append(w.trace, "")
+			w.trace[mark] = fmt.Sprintf("%4d t=%-5d %s", w.steps, int(w.now.Sub(epoch).Seconds()), o.run())
+			w.checkStep()
+			return true
+		}
+	}
+	return false
+}
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (w *World) queues() []*queue {
+	var qs []*queue
+	if p := w.prov; p != nil {
+		qs = append(qs, p.lib.claimQ, p.lib.volumeQ, p.lib.saveQ, p.ifQ)
+	}
+	if b := w.bind; b != nil {
+		qs = append(qs, b.claimQ, b.volumeQ)
+	}
+	return qs
+}
+
+func (w *World) options(settling bool) []option {
+	var opts []option
+	add := func(weight int, run func() string) { opts = append(opts, option{weight, run}) }
+	for _, c := range []*caches{w.prov.caches, w.bind.caches} {
+		if keys := c.pendingKeys(); len(keys) > 0 {
+			add(8, func() string {
+				k := pick(w, keys)
+				c.deliver(k[0], k[1])
+				return fmt.Sprintf("deliver %s %s to the %s", k[0], k[1], w.procName(c))
+			})
+		}
+	}
+	for _, q := range w.queues() {
+		q.promote(w.now)
+		if keys := q.readyKeys(); len(keys) > 0 {
+			add(5, func() string { return w.work(q, pick(w, keys)) })
+		}
+	}
+	if n := len(w.back.pending); n > 0 {
+		add(2, func() string { w.back.finish(w.rng.Intn(n)); return "driver: a timed-out CreateVolume completes" })
+	}
+	if len(w.schedulable()) > 0 {
+		add(2, w.schedule)
+	}
+	if len(w.terminating()) > 0 {
+		add(2, w.namespaceController)
+	}
+	if settling {
+		return opts
+	}
+	add(2, func() string {
+		d := time.Duration(1+w.rng.Intn(20)) * time.Second
+		w.now = w.now.Add(d)
+		return fmt.Sprintf("time passes: %s", d)
+	})
+	if !w.actors {
+		return opts
+	}
+	add(4, w.tenantCreate)
+	add(3, w.tenantDelete)
+	add(1, w.tenantForge)
+	add(1, w.tenantStrip)
+	add(1, w.tenantDeleteNamespace)
+	if len(w.liveNamespaces()) < 3 {
+		add(1, w.tenantNamespace)
+	}
+	add(1, w.editVAC)
+	add(1, w.adminRetain)
+	add(1, w.adminDeleteReleased)
+	add(1, w.adminNode)
+	add(1, w.adminRecreateClass)
+	add(1, w.adminStaticPV)
+	add(1, w.otherCluster)
+	add(1, func() string {
+		w.startProvisioner()
+		return "crash: the provisioner restarts (memory lost, caches re-listed)"
+	})
+	add(1, func() string { w.startBinder(); return "crash: the binder restarts (memory lost, caches re-listed)" })
+	add(1, w.sweep)
+	return opts
+}
+
+func (w *World) procName(c *caches) string {
+	if c == w.prov.caches {
+		return "provisioner"
+	}
+	return "binder"
+}
+
+// work runs one key of a queue through its owner's sync.
+func (w *World) work(q *queue, key string) string {
+	q.take(key)
+	ctx := w.ctx
+	var err error
+	switch q {
+	case w.prov.lib.claimQ:
+		err = w.prov.lib.syncClaim(ctx, key)
+	case w.prov.lib.volumeQ:
+		err = w.prov.lib.syncVolume(ctx, key)
+	case w.prov.lib.saveQ:
+		err = w.prov.lib.syncSave(ctx, key)
+	case w.prov.ifQ:
+		if obj, ok, _ := w.prov.caches.inf[rClaims].indexer.GetByKey(key); ok {
+			w.cleanup = obj.(*v1.PersistentVolumeClaim)
+		}
+		err = w.prov.inflight.Sync(ctx, key)
+		w.cleanup = nil
+	case w.bind.claimQ:
+		err = w.bind.ctrl.SyncClaim(ctx, key)
+	case w.bind.volumeQ:
+		err = w.bind.ctrl.SyncVolume(ctx, key)
+	}
+	if err != nil {
+		q.AddRateLimited(key)
+		return fmt.Sprintf("%s %s: %v", q.name, key, err)
+	}
+	q.Forget(key)
+	return fmt.Sprintf("%s %s: ok", q.name, key)
+}
+
+func (w *World) sweep() string {
+	err := w.prov.sweeper.Sweep(w.ctx)
+	return fmt.Sprintf("orphan sweep: %v", err)
+}
+
+// repair undoes the admin's moves that would leave claims waiting for
+// ever, once the actors stop: deleted classes and nodes come back.
+func (w *World) repair() {
+	for _, c := range []string{classImmediate, classWFFC, classSecret, classRetain} {
+		if w.api.peek(rClasses, c) == nil {
+			w.create(w.class(c, 0))
+		}
+	}
+	for _, n := range nodeNames {
+		if w.api.peek(rNodes, n) == nil {
+			if w.api.peek(rCSINodes, n) != nil {
+				_ = w.api.Delete(rCSINodes, "", n, nil)
+			}
+			w.addNode(n)
+		}
+	}
+}
+
+// settle runs the system until nothing is pending: when no work is ready,
+// time jumps to the next delayed key; then it sweeps, sweeps more times
+// a minute apart.
+func (w *World) settle(sweeps int) {
+	for budget := 1500; budget > 0; budget-- {
+		if w.step(true) {
+			continue
+		}
+		var next time.Time
+		found := false
+		for _, q := range w.queues() {
+			if t, ok := q.next(); ok && (!found || t.Before(next)) {
+				next, found = t, true
+			}
+		}
+		if found {
+			w.now = next
+			continue
+		}
+		if sweeps > 0 {
+			sweeps--
+			w.steps++
+			w.trace = append(w.trace, fmt.Sprintf("%4d t=%-5d %s", w.steps, int(w.now.Sub(epoch).Seconds()), w.sweep()))
+			w.checkStep()
+			w.now = w.now.Add(61 * time.Second)
+			continue
+		}
+		return
+	}
+	w.tracef("---- still busy after the settle budget")
+}
+
+// checkHandBack runs provisioner --hand-back in a fresh process, as
+// docs/migration.md says, once the system is quiet: it must exit 0 (no
+// claim keeps its record), except for claims still waiting for a volume
+// and claims whose record the tenant wrote. Then tether starts again.
+func (w *World) checkHandBack() {
+	w.startProvisioner()
+	left, err := w.prov.inflight.HandBack(w.ctx)
+	w.tracef("---- hand-back: left %v, err %v", left, err)
+	for _, key := range left {
+		obj, ok, _ := w.prov.caches.inf[rClaims].indexer.GetByKey(key)
+		if !ok {
+			continue
+		}
+		c := obj.(*v1.PersistentVolumeClaim)
+		if c.Spec.VolumeName != "" && !w.forged[string(c.UID)] {
+			w.violate("provisioner --hand-back cannot exit 0: claim %s is bound to %s and keeps its record", key, c.Spec.VolumeName)
+		}
+	}
+	w.startProvisioner()
+	w.settle(0)
+}
+
+// hashFault is a fault drawn from the step and a name instead of the
+// shared random stream, for calls whose order within a step tether does
+// not fix (the sweep ranges over a map).
+func (w *World) hashFault(name string, percent uint32) bool {
+	if !w.faults {
+		return false
+	}
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%d/%d/%s", w.seed, w.steps, name)
+	return h.Sum32()%100 < percent
+}
+
+var _ = metav1.Now

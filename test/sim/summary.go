@@ -1,0 +1,60 @@
+package sim
+
+import (
+	"regexp"
+)
+
+// Summary is what a run of many schedules found.
+type Summary struct {
+	Steps, Violations int
+	// Failed are the failing schedules (at most ten kept, with traces).
+	Failed []Result
+	// Kinds counts the schedules per kind of violation, in the order
+	// first found.
+	Kinds     map[string]*Kind
+	KindOrder []string
+}
+
+// Kind is one kind of violation: how many schedules showed it, and the
+// first seed that did.
+type Kind struct {
+	Schedules int
+	FirstSeed int64
+}
+
+// Run runs n schedules seeded first, first+1, ...
+func Run(first int64, n int) Summary {
+	s := Summary{Kinds: map[string]*Kind{}}
+	for i := 0; i < n; i++ {
+		r := RunSchedule(first + int64(i))
+		s.Steps += r.Steps
+		s.Violations += len(r.Violations)
+		if len(r.Violations) == 0 {
+			continue
+		}
+		if len(s.Failed) < 10 {
+			s.Failed = append(s.Failed, r)
+		}
+		kinds := map[string]bool{}
+		for _, v := range r.Violations {
+			kinds[KindOf(v)] = true
+		}
+		for _, k := range sortedKeys(kinds) {
+			if s.Kinds[k] == nil {
+				s.Kinds[k] = &Kind{FirstSeed: r.Seed}
+				s.KindOrder = append(s.KindOrder, k)
+			}
+			s.Kinds[k].Schedules++
+		}
+	}
+	return s
+}
+
+var (
+	kindNumbers = regexp.MustCompile(`vol-[0-9]+|pvc-[0-9a-f-]+|static-c[0-9]+|ns-[0-9]+/c[0-9]+|ns-[0-9]+|c[0-9]+|step [0-9]+: |\[[^]]*\]|\([^)]*\)`)
+)
+
+// KindOf is a violation's message without its names and numbers.
+func KindOf(v string) string {
+	return kindNumbers.ReplaceAllString(v, "_")
+}

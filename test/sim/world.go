@@ -1,0 +1,238 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/tether-csi/tether/pkg/binder"
+	"github.com/tether-csi/tether/pkg/provisioner"
+)
+
+// Config is what one schedule's world is built with (drawn from its seed).
+type Config struct {
+	// StrictParams: the driver compares parameters, not only the size, on
+	// a repeated CreateVolume.
+	StrictParams bool
+	// Owner: the provisioner marks its volumes (and the sweep deletes).
+	Owner bool
+	// Steps is the number of steps with the actors on.
+	Steps int
+}
+
+// World is one schedule: the API, the backend, the processes, the actors'
+// memory, the trace and the violations found.
+type World struct {
+	seed  int64
+	rng   *rand.Rand
+	now   time.Time
+	cfg   Config
+	ctx   context.Context
+	api   *API
+	back  *backend
+	prov  *provProc
+	bind  *bindProc
+	steps int
+
+	trace      []string
+	violations []string
+	faults     bool
+	actors     bool
+
+	// deleting is the PV whose backend volume the library is deleting
+	// through Provisioner.Delete; cleanup is the claim whose in-flight
+	// record the reconciler is settling (nil otherwise).
+	deleting string
+	cleanup  *v1.PersistentVolumeClaim
+
+	claimNS  map[string]string // claim UID to namespace, for every claim ever made
+	forged   map[string]bool   // claim UIDs whose record the tenant wrote
+	stripped map[string]bool   // volume names whose record the tenant removed
+	events   []event
+	seen     map[string]bool
+	nsSeq    int
+	claimSeq int
+}
+
+func newWorld(seed int64) *World {
+	w := &World{seed: seed, rng: rand.New(rand.NewSource(seed)),
+		now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		claimNS: map[string]string{}, forged: map[string]bool{}, stripped: map[string]bool{}, seen: map[string]bool{}}
+	w.ctx = klog.NewContext(context.Background(), logr.Discard())
+	w.cfg = Config{StrictParams: w.rng.Intn(2) == 0, Owner: w.rng.Intn(3) > 0, Steps: 30 + w.rng.Intn(50)}
+	w.api = newAPI(w)
+	w.back = newBackend(w)
+	return w
+}
+
+func (w *World) clock() time.Time { return w.now }
+
+func (w *World) tracef(format string, args ...any) {
+	w.trace = append(w.trace, fmt.Sprintf(format, args...))
+}
+
+func (w *World) violate(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if w.seen[msg] {
+		return
+	}
+	w.seen[msg] = true
+	w.violations = append(w.violations, fmt.Sprintf("step %d: %s", w.steps, msg))
+	w.tracef("  VIOLATION: %s", msg)
+}
+
+func (w *World) changed(resource, key string) {
+	if w.prov != nil {
+		w.prov.caches.changed(resource, key)
+	}
+	if w.bind != nil {
+		w.bind.caches.changed(resource, key)
+	}
+}
+
+func (w *World) gone(string, runtime.Object) {}
+
+// event is one event a component recorded.
+type event struct {
+	kind, name, reason, message string
+}
+
+// recorder keeps the components' events in the world.
+type recorder struct{ w *World }
+
+func (r recorder) Event(obj runtime.Object, eventtype, reason, message string) {
+	kind, name := describe(obj)
+	r.w.events = append(r.w.events, event{kind, name, reason, message})
+	r.w.tracef("  event %s %s: %s %s", kind, name, reason, message)
+}
+
+func (r recorder) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
+	r.Event(obj, eventtype, reason, fmt.Sprintf(format, args...))
+}
+
+func (r recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, format string, args ...any) {
+	r.Event(obj, eventtype, reason, fmt.Sprintf(format, args...))
+}
+
+func describe(obj runtime.Object) (string, string) {
+	if m, ok := obj.(interface {
+		GetNamespace() string
+		GetName() string
+	}); ok {
+		return fmt.Sprintf("%T", obj), objKey(m.GetNamespace(), m.GetName())
+	}
+	return fmt.Sprintf("%T", obj), ""
+}
+
+// abandoned reports whether a component reported the volume (by ID or
+// name) as abandoned on a StorageClass or CSIDriver: for now, the one form
+// in which "tracked by nothing" is allowed.
+func (w *World) abandoned(v *backendVolume) bool {
+	for _, e := range w.events {
+		if e.reason == "VolumeCleanupAbandoned" && (strings.Contains(e.message, v.ID) || strings.Contains(e.message, v.Name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// provProc is a running provisioner process: its caches, the Provisioner,
+// the in-flight reconciler, the sweep and the library.
+type provProc struct {
+	w          *World
+	client     kubernetes.Interface
+	caches     *caches
+	prov       *provisioner.Provisioner
+	inflight   *provisioner.InFlight
+	ifQ        *queue
+	sweeper    *provisioner.Sweeper
+	lib        *library
+	nodeLister corelisters.NodeLister
+}
+
+func (w *World) startProvisioner() {
+	p := &provProc{w: w, client: w.newClient("provisioner"), ifQ: newQueue(w, "in-flight")}
+	p.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes, rCSINodes, rVAs, rVACs)
+	ix := func(r string) *informer { return p.caches.inf[r] }
+	p.nodeLister = corelisters.NewNodeLister(ix(rNodes).indexer)
+	classes := storagelisters.NewStorageClassLister(ix(rClasses).indexer)
+	owner := ""
+	if w.cfg.Owner {
+		owner = thisOwner
+	}
+	var err error
+	p.prov, err = provisioner.New(provisioner.Options{Client: p.client, Driver: &driver{b: w.back},
+		Request:  provisioner.RequestOptions{VolumeNamePrefix: prefix, VolumeNameUUIDLen: -1, Owner: owner},
+		Topology: true, ModifyVolume: true, Identity: "sim",
+		Claims:  corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
+		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer),
+		Classes: classes, Nodes: p.nodeLister,
+		CSINodes:                storagelisters.NewCSINodeLister(ix(rCSINodes).indexer),
+		VolumeAttachments:       storagelisters.NewVolumeAttachmentLister(ix(rVAs).indexer),
+		VolumeAttributesClasses: storagelisters.NewVolumeAttributesClassLister(ix(rVACs).indexer),
+	})
+	if err != nil {
+		panic(err)
+	}
+	p.prov.SetClock(w.clock)
+	p.inflight, err = p.prov.NewInFlight(provisioner.InFlightOptions{Claims: ix(rClaims), Volumes: ix(rVolumes),
+		Classes: classes, Recorder: recorder{w},
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)})
+	if err != nil {
+		panic(err)
+	}
+	p.inflight.SetQueue(p.ifQ)
+	policy := provisioner.OrphanReport
+	if w.cfg.Owner {
+		policy = provisioner.OrphanDelete
+	}
+	p.sweeper, err = p.prov.NewSimSweeper(provisioner.SweepOptions{Policy: policy, MinAge: time.Minute, Interval: 30 * time.Second,
+		Recorder: recorder{w}, Claims: corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
+		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer)}, ix(rVolumes))
+	if err != nil {
+		panic(err)
+	}
+	p.sweeper.SetClock(w.clock)
+	p.lib = newLibrary(p)
+	w.prov = p
+	p.caches.fill()
+}
+
+// bindProc is a running binder process.
+type bindProc struct {
+	w        *World
+	caches   *caches
+	ctrl     *binder.Controller
+	claimQ   *queue
+	volumeQ  *queue
+	handlers [3]any
+}
+
+func (w *World) startBinder() {
+	b := &bindProc{w: w, claimQ: newQueue(w, "binder-claims"), volumeQ: newQueue(w, "binder-volumes")}
+	b.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes)
+	ctrl, err := binder.New(binder.Options{Client: w.newClient("binder"), Workers: 1, Recorder: recorder{w}})
+	if err != nil {
+		panic(err)
+	}
+	ctrl.UseSimInputs(binder.SimInputs{Classes: storagelisters.NewStorageClassLister(b.caches.inf[rClasses].indexer),
+		Nodes: corelisters.NewNodeLister(b.caches.inf[rNodes].indexer), ClaimQueue: b.claimQ, VolumeQueue: b.volumeQ})
+	hc, hv, hs := ctrl.Handlers()
+	_, _ = b.caches.inf[rClaims].AddEventHandler(hc)
+	_, _ = b.caches.inf[rVolumes].AddEventHandler(hv)
+	_, _ = b.caches.inf[rClasses].AddEventHandler(hs)
+	b.ctrl = ctrl
+	w.bind = b
+	b.caches.fill()
+}
