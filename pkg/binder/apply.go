@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -140,7 +141,7 @@ func (w *Writer) claimPhase(ctx context.Context, claim *v1.PersistentVolumeClaim
 		// Set the capacity only when becoming Bound: after that a
 		// difference can be deliberate (a resized filesystem).
 		if claim.Status.Phase != phase || c.Status.Capacity == nil {
-			c.Status.Capacity = maps.Clone(pv.Spec.Capacity)
+			c.Status.Capacity = CapacityOnBind(claim.Status.Capacity, pv)
 		}
 		// As KCM: the volume's attributes class only when Pending becomes
 		// Bound; after that it is the resizer's (ModifyVolume), or an
@@ -160,6 +161,34 @@ func (w *Writer) claimPhase(ctx context.Context, claim *v1.PersistentVolumeClaim
 	}
 	w.Claims.Returned(out)
 	return true, nil
+}
+
+// AnnPreResizeCapacity on a volume is its size before a resize whose
+// filesystem part is still to be done (kubernetes' volume util names it).
+const AnnPreResizeCapacity = "volume.alpha.kubernetes.io/pre-resize-capacity"
+
+// CapacityOnBind is the status capacity of a claim that becomes bound to
+// pv, current being the claim's before. As KCM's binder: the volume's
+// capacity; but a volume whose device was grown while its filesystem was
+// not (AnnPreResizeCapacity) gives the claim that annotation's size as its
+// storage, so that the resizer still grows the filesystem, and the claim
+// keeps its other entries. An annotation that does not parse counts as
+// the volume's storage capacity.
+func CapacityOnBind(current v1.ResourceList, pv *v1.PersistentVolume) v1.ResourceList {
+	pre, ok := pv.Annotations[AnnPreResizeCapacity]
+	if !ok {
+		return maps.Clone(pv.Spec.Capacity)
+	}
+	q, err := resource.ParseQuantity(pre)
+	if err != nil {
+		q = pv.Spec.Capacity[v1.ResourceStorage]
+	}
+	out := maps.Clone(current)
+	if out == nil {
+		out = v1.ResourceList{}
+	}
+	out[v1.ResourceStorage] = q
+	return out
 }
 
 func copyName(s *string) *string {

@@ -137,3 +137,94 @@ func TestClaimStatusVolumeAttributesClass(t *testing.T) {
 		})
 	}
 }
+
+// As KCM's updateClaimStatus: a volume carrying the pre-resize capacity
+// gives the claim that size as its storage when they are bound.
+func TestCapacityOnBind(t *testing.T) {
+	gi := func(s string) resource.Quantity { return resource.MustParse(s) }
+	tests := []struct {
+		name    string
+		current v1.ResourceList
+		pv      *v1.PersistentVolume
+		want    v1.ResourceList
+	}{
+		{name: "no annotation: the volume's capacity",
+			pv: newPV("pv", "2Gi"), want: v1.ResourceList{v1.ResourceStorage: gi("2Gi")}},
+		{name: "no annotation replaces what the claim had",
+			current: v1.ResourceList{v1.ResourceStorage: gi("1Gi"), "example.com/iops": gi("10")},
+			pv:      newPV("pv", "2Gi"), want: v1.ResourceList{v1.ResourceStorage: gi("2Gi")}},
+		{name: "pre-resize capacity: the claim's storage is the size before the resize",
+			pv:   newPV("pv", "2Gi", pvAnn(AnnPreResizeCapacity, "1Gi")),
+			want: v1.ResourceList{v1.ResourceStorage: gi("1Gi")}},
+		{name: "pre-resize capacity keeps the claim's other entries",
+			current: v1.ResourceList{v1.ResourceStorage: gi("5Gi"), "example.com/iops": gi("10")},
+			pv:      newPV("pv", "2Gi", pvAnn(AnnPreResizeCapacity, "1Gi")),
+			want:    v1.ResourceList{v1.ResourceStorage: gi("1Gi"), "example.com/iops": gi("10")}},
+		{name: "unparsable pre-resize capacity: the volume's storage",
+			pv:   newPV("pv", "2Gi", pvAnn(AnnPreResizeCapacity, "a lot")),
+			want: v1.ResourceList{v1.ResourceStorage: gi("2Gi")}},
+		{name: "empty pre-resize capacity: the volume's storage",
+			pv:   newPV("pv", "2Gi", pvAnn(AnnPreResizeCapacity, "")),
+			want: v1.ResourceList{v1.ResourceStorage: gi("2Gi")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := tt.current.DeepCopy()
+			got := CapacityOnBind(tt.current, tt.pv)
+			if !equalResources(got, tt.want) {
+				t.Errorf("CapacityOnBind = %v, want %v", got, tt.want)
+			}
+			if !equalResources(tt.current, before) {
+				t.Errorf("the claim's capacity was changed in place: %v, was %v", tt.current, before)
+			}
+		})
+	}
+}
+
+// Defect 8 of issue 24: the bind wrote the volume's capacity into the
+// claim's status even when the volume carries the pre-resize capacity, so
+// the resizer took the filesystem for grown. The write sets it when the
+// claim becomes Bound, and leaves a Bound claim's capacity alone.
+func TestBindHonoursPreResizeCapacity(t *testing.T) {
+	tests := []struct {
+		name  string
+		claim *v1.PersistentVolumeClaim
+		pv    *v1.PersistentVolume
+		want  string
+	}{
+		{name: "Pending to Bound, pre-resize capacity", claim: newPVC("c", "1Gi"),
+			pv: newPV("pv", "2Gi", pvAnn(AnnPreResizeCapacity, "1Gi")), want: "1Gi"},
+		{name: "Pending to Bound, no annotation", claim: newPVC("c", "1Gi"),
+			pv: newPV("pv", "2Gi"), want: "2Gi"},
+		{name: "Pending to Bound, unparsable annotation", claim: newPVC("c", "1Gi"),
+			pv: newPV("pv", "2Gi", pvAnn(AnnPreResizeCapacity, "x")), want: "2Gi"},
+		// After the bind a difference is the resizer's business.
+		{name: "already Bound keeps its capacity",
+			claim: newPVC("c", "1Gi", claimBound("pv"), func(c *v1.PersistentVolumeClaim) {
+				c.Status.Capacity = v1.ResourceList{v1.ResourceStorage: resource.MustParse("3Gi")}
+			}),
+			pv: newPV("pv", "2Gi", pvAnn(AnnPreResizeCapacity, "1Gi"), pvClaimRef("c", "uid-c"), pvPhase(v1.VolumeBound)),
+			want: "3Gi"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(tt.claim, tt.pv)
+			claims, volumes := NewStore[*v1.PersistentVolumeClaim](), NewIndex()
+			w := &Writer{Client: client, Recorder: record.NewFakeRecorder(10), Volumes: volumes, Claims: claims,
+				Metrics: NewMetrics(prometheus.NewRegistry(), volumes, claims)}
+			if err := w.ApplyClaim(t.Context(), tt.claim, ClaimDecision{Op: ClaimBind, Volume: tt.pv}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := client.CoreV1().PersistentVolumeClaims(ns).Get(t.Context(), "c", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Phase != v1.ClaimBound || got.Spec.VolumeName != "pv" {
+				t.Fatalf("claim not bound: phase %q, volumeName %q", got.Status.Phase, got.Spec.VolumeName)
+			}
+			if q := got.Status.Capacity[v1.ResourceStorage]; q.Cmp(resource.MustParse(tt.want)) != 0 {
+				t.Errorf("status capacity %s, want %s", q.String(), tt.want)
+			}
+		})
+	}
+}
