@@ -203,7 +203,7 @@ func TestBindHonoursPreResizeCapacity(t *testing.T) {
 			claim: newPVC("c", "1Gi", claimBound("pv"), func(c *v1.PersistentVolumeClaim) {
 				c.Status.Capacity = v1.ResourceList{v1.ResourceStorage: resource.MustParse("3Gi")}
 			}),
-			pv: newPV("pv", "2Gi", pvAnn(AnnPreResizeCapacity, "1Gi"), pvClaimRef("c", "uid-c"), pvPhase(v1.VolumeBound)),
+			pv:   newPV("pv", "2Gi", pvAnn(AnnPreResizeCapacity, "1Gi"), pvClaimRef("c", "uid-c"), pvPhase(v1.VolumeBound)),
 			want: "3Gi"},
 	}
 	for _, tt := range tests {
