@@ -201,8 +201,8 @@ func run(ctx context.Context, o options) error {
 	var sweeper *provisioner.Sweeper
 	if caps.ListVolumes && o.orphans.Interval > 0 {
 		o.orphans.Registerer, o.orphans.Recorder = reg, recorder
-		o.orphans.Claims, o.orphans.Volumes = claimInf.Lister(), volumeInf.Lister()
-		if sweeper, err = prov.NewSweeper(o.orphans); err != nil {
+		o.orphans.Claims, o.orphans.Volumes, o.orphans.VolumeEvents = claimInf.Lister(), volumeInf.Lister(), volumeInf.Informer()
+		if sweeper, err = prov.NewSweeper(ctx, o.orphans); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package provisioner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -12,14 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-
-	"github.com/tether-csi/tether/pkg/inflight"
 )
 
 // OrphanPolicy says what the sweep does with an orphan.
@@ -34,66 +32,17 @@ const (
 // ReasonOrphanVolume is the event reason for a volume nobody tracks.
 const ReasonOrphanVolume = "OrphanVolume"
 
-// OwnerKey is the CreateVolume parameter that marks a volume as made by
-// this cluster's provisioner (RequestOptions.Owner). The sweep deletes a
-// volume only when the driver's ListVolumes returns this key in the
-// volume's context with this cluster's ID and the Delete reclaim policy.
-const OwnerKey = "tether.dev/owner"
-
-// OwnerMark is the value of OwnerKey: the reclaim policy of the class the
-// volume was made for, a slash, and the cluster's ID (which may itself
-// hold slashes).
-func OwnerMark(cluster string, reclaim v1.PersistentVolumeReclaimPolicy) string {
-	return string(reclaim) + "/" + cluster
-}
-
-// ParseOwnerMark splits a mark; ok is false when it is not one.
-func ParseOwnerMark(mark string) (cluster string, reclaim v1.PersistentVolumeReclaimPolicy, ok bool) {
-	r, c, ok := strings.Cut(mark, "/")
-	if !ok || r == "" || c == "" {
-		return "", "", false
-	}
-	return c, v1.PersistentVolumeReclaimPolicy(r), true
-}
-
-// Ownership is what a volume's mark proves, and the label of the orphan
-// gauge.
-type Ownership string
-
-// The ownerships. Only OwnedDelete volumes are ever deleted.
-const (
-	// Unmarked: no mark. Made by another cluster, another tool, or by
-	// tether while the policy was not delete (or the driver drops the
-	// mark): not provably ours.
-	Unmarked Ownership = "none"
-	// OtherCluster: marked by another cluster sharing the backend.
-	OtherCluster Ownership = "other-cluster"
-	// OwnedRetain: ours, made for a class that retains its volumes; an
-	// admin who deleted its Released PV may be keeping the disk.
-	OwnedRetain Ownership = "retain"
-	// OwnedDelete: ours, made for a Delete class.
-	OwnedDelete Ownership = "delete"
-)
-
-var allOwnerships = []Ownership{Unmarked, OtherCluster, OwnedRetain, OwnedDelete}
-
-// ownershipOf reads a listed volume's mark against this cluster's ID.
-func ownershipOf(volumeContext map[string]string, cluster string) Ownership {
-	c, reclaim, ok := ParseOwnerMark(volumeContext[OwnerKey])
-	switch {
-	case !ok || cluster == "":
-		return Unmarked
-	case c != cluster:
-		return OtherCluster
-	case reclaim != v1.PersistentVolumeReclaimDelete:
-		return OwnedRetain
-	}
-	return OwnedDelete
-}
-
 // ListingDriver is the optional ListVolumes call.
 type ListingDriver interface {
 	ListVolumes(context.Context, *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error)
+}
+
+// PVEvents is the PV informer the sweep learns from (a
+// cache.SharedIndexInformer): it remembers every volume any PV it shows
+// names, for the life of the process.
+type PVEvents interface {
+	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+	IsStopped() bool
 }
 
 // SweepOptions configure the orphan sweep.
@@ -110,21 +59,33 @@ type SweepOptions struct {
 	// first); only a candidate for deletion is read again from the API.
 	Claims  corelisters.PersistentVolumeClaimLister
 	Volumes corelisters.PersistentVolumeLister
+	// VolumeEvents is the informer behind Volumes; the sweep adds a
+	// handler to it in NewSweeper.
+	VolumeEvents PVEvents
 }
 
 // Sweeper finds backend volumes that carry our name prefix but that no PV
 // and no claim accounts for: volumes leaked by someone, made behind our
 // back, or made by another cluster on a shared backend. It reports them;
-// with the delete policy it deletes those that carry this cluster's
-// ownership mark for a Delete class. external-provisioner never lists
-// volumes, so it cannot see them.
+// with the delete policy it deletes those DecideOrphan allows: this
+// cluster's, made while it watched, never named by a PV it saw.
+// external-provisioner never lists volumes, so it cannot see them.
 type Sweeper struct {
-	p         *Provisioner
-	o         SweepOptions
-	mu        sync.Mutex
+	p     *Provisioner
+	o     SweepOptions
+	pvReg cache.ResourceEventHandlerRegistration
+
+	mu sync.Mutex
+	// firstSeen is when each orphan of the last sweep was first seen
+	// orphaned (in a run of sweeps that all found it so).
 	firstSeen map[string]time.Time
-	orphans   *prometheus.GaugeVec
-	deleted   prometheus.Counter
+	pvs       *pvMemory
+	listings  listingMemory
+	abandoned map[string]abandonedVolume // by volume name
+	reports   []ReportedVolume           // of the last sweep
+
+	orphans *prometheus.GaugeVec
+	deleted prometheus.Counter
 	// hook, for tests, runs between the sweep's reads: after the claims,
 	// before the PVs.
 	hook func()
@@ -132,8 +93,9 @@ type Sweeper struct {
 	now func() time.Time
 }
 
-// NewSweeper returns a Sweeper; Run starts it.
-func (p *Provisioner) NewSweeper(o SweepOptions) (*Sweeper, error) {
+// NewSweeper returns a Sweeper and starts remembering PVs; Run starts the
+// sweeps.
+func (p *Provisioner) NewSweeper(ctx context.Context, o SweepOptions) (*Sweeper, error) {
 	if _, ok := p.o.Driver.(ListingDriver); !ok {
 		return nil, fmt.Errorf("the driver cannot list volumes")
 	}
@@ -146,19 +108,25 @@ func (p *Provisioner) NewSweeper(o SweepOptions) (*Sweeper, error) {
 	if o.Interval <= 0 {
 		return nil, fmt.Errorf("the orphan sweep interval must be positive")
 	}
-	if o.Claims == nil || o.Volumes == nil {
-		return nil, fmt.Errorf("the orphan sweep needs claim and PV listers")
+	if o.Claims == nil || o.Volumes == nil || o.VolumeEvents == nil {
+		return nil, fmt.Errorf("the orphan sweep needs claim and PV listers and the PV informer")
 	}
 	s := &Sweeper{p: p, o: o, firstSeen: map[string]time.Time{}, now: time.Now,
+		pvs:       newPVMemory(p.o.Driver.DriverName()),
+		listings:  listingMemory{volumes: map[string]*listedState{}},
+		abandoned: map[string]abandonedVolume{},
 		orphans: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tether_provisioner_orphan_volumes",
-			Help: "Backend volumes with our name prefix that no PV and no claim accounted for on the last two sweeps, by what their ownership mark proves (delete: ours and deletable; retain, other-cluster, none: reported only)."},
-			[]string{"mark"}),
+			Help: "Backend volumes with our name prefix that no PV and no claim accounted for on the last two sweeps, and volumes the provisioner abandoned, by what their ownership mark proves (delete, retain, other-cluster, none; unlisted: abandoned, not in the driver's listing) and why the sweep keeps them (reason; deleting: it does not)."},
+			[]string{"mark", "reason"}),
 		deleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "tether_provisioner_orphan_volumes_deleted_total",
 			Help: "Orphan backend volumes deleted by the sweep (--orphan-policy=delete)."}),
 	}
-	for _, m := range allOwnerships {
-		s.orphans.WithLabelValues(string(m))
+	reg, err := o.VolumeEvents.AddEventHandler(s.pvHandler(klog.FromContext(ctx).WithName("orphans")))
+	if err != nil {
+		return nil, fmt.Errorf("watching PVs for the orphan sweep: %w", err)
 	}
+	s.pvReg = reg
+	s.setGauge(nil)
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(s.orphans, s.deleted)
 	}
@@ -188,43 +156,38 @@ func (s *Sweeper) ourName() *regexp.Regexp {
 	return regexp.MustCompile(`^` + regexp.QuoteMeta(s.p.o.Request.VolumeNamePrefix) + `-[0-9a-f-]{8,36}$`)
 }
 
-// orphan is a listed volume that nothing accounts for.
-type orphan struct {
+// listed is a listed volume of our names.
+type listed struct {
 	name string
 	mark Ownership
 }
 
-// OrphanAction is what the sweep does with an orphan on one sweep.
-type OrphanAction int
-
-// The actions.
-const (
-	// Watch: seen orphaned for the first time; the caches may lag, so
-	// wait for the next sweep.
-	Watch OrphanAction = iota
-	// Report: an event and the gauge.
-	Report
-	// Delete: report, re-check on fresh reads, delete.
-	Delete
-)
-
-// DecideOrphan is the sweep's decision for a volume nothing accounted for
-// on this sweep, first seen so at first (now when this is the first time).
-// It is pure.
-func DecideOrphan(policy OrphanPolicy, mark Ownership, first, now time.Time, minAge time.Duration) OrphanAction {
-	switch {
-	case !first.Before(now):
-		return Watch
-	case policy == OrphanDelete && mark == OwnedDelete && now.Sub(first) >= minAge:
-		return Delete
+// watching says why the sweep cannot trust its memory of PVs, nil when
+// it can: the informer must have shown every PV, and still run.
+func (s *Sweeper) watching() error {
+	if s.o.VolumeEvents.IsStopped() {
+		return errors.New("the PV informer has stopped: no sweep")
 	}
-	return Report
+	if !s.pvReg.HasSynced() {
+		return errors.New("the PV informer has not shown every PV yet: no sweep")
+	}
+	return nil
 }
 
 // Sweep runs once.
 func (s *Sweeper) Sweep(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	found, err := s.candidates(ctx)
+	if err := s.watching(); err != nil {
+		return err
+	}
+	all, err := s.list(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.listings.note(all)
+	s.mu.Unlock()
+	found, err := s.unaccounted(ctx, all)
 	if err != nil {
 		return err
 	}
@@ -232,57 +195,101 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 	s.mu.Lock()
 	seen := s.firstSeen
 	s.firstSeen = make(map[string]time.Time, len(found))
-	for id := range found {
-		if t, ok := seen[id]; ok {
-			s.firstSeen[id] = t
-		} else {
-			s.firstSeen[id] = now
+	reports := make([]ReportedVolume, 0, len(found)+len(s.abandoned))
+	for id, l := range found {
+		first, ok := seen[id]
+		if !ok {
+			first = now
 		}
+		s.firstSeen[id] = first
+		reports = append(reports, s.decideLocked(id, l, first, now))
 	}
+	reports = append(reports, s.abandonedLocked(all, found)...)
 	s.mu.Unlock()
+	sortReports(reports)
 
-	counts := map[Ownership]int{}
 	var csiDriver *storagev1.CSIDriver
-	for id, o := range found {
-		first := s.firstSeen[id]
-		action := DecideOrphan(s.o.Policy, o.mark, first, now, s.o.MinAge)
-		logger := logger.WithValues("volume", id, "name", o.name, "mark", o.mark, "firstSeen", first)
-		if action == Watch {
+	kept := make([]ReportedVolume, 0, len(reports))
+	for i := range reports {
+		r := &reports[i]
+		logger := logger.WithValues("volume", r.VolumeID, "name", r.Name, "mark", r.Mark, "since", r.Since, "reason", r.Reason)
+		if r.Action == Watch {
 			logger.V(4).Info("Volume accounted for by nothing; waiting for the next sweep")
+			kept = append(kept, *r)
 			continue
 		}
-		counts[o.mark]++
 		logger.Info("Orphan volume")
 		if csiDriver == nil {
 			if csiDriver = s.csiDriver(ctx); csiDriver == nil {
 				csiDriver = &storagev1.CSIDriver{} // none: record nothing
 			}
 		}
-		s.event(csiDriver, v1.EventTypeWarning, fmt.Sprintf("backend volume %s (name %s) of driver %s is tracked by no PV and no claim; %s",
-			id, o.name, s.p.o.Driver.DriverName(), s.fate(o.mark)))
-		if action != Delete {
-			continue
+		s.event(csiDriver, v1.EventTypeWarning, r.message(s.p.o.Driver.DriverName()))
+		if r.Action == Delete {
+			switch out, err := s.deleteOne(ctx, r); out {
+			case deleteFailed:
+				logger.Error(err, "Deleting an orphan volume")
+			case deletedIt:
+				s.event(csiDriver, v1.EventTypeNormal, fmt.Sprintf("deleted orphan backend volume %s (name %s), orphaned since %s", r.VolumeID, r.Name, r.Since.Format(time.RFC3339)))
+				continue
+			case accountedFor:
+				continue
+			}
 		}
-		if err := s.deleteOne(ctx, id, o.name); err != nil {
-			logger.Error(err, "Deleting an orphan volume")
-			continue
-		}
-		s.event(csiDriver, v1.EventTypeNormal, fmt.Sprintf("deleted orphan backend volume %s (name %s), orphaned since %s", id, o.name, first.Format(time.RFC3339)))
+		kept = append(kept, *r)
 	}
-	for _, m := range allOwnerships {
-		s.orphans.WithLabelValues(string(m)).Set(float64(counts[m]))
-	}
+	s.setGauge(reports)
+	s.mu.Lock()
+	s.reports = kept
+	s.mu.Unlock()
 	return ctx.Err()
 }
 
-// fate says in an event what the sweep does with an orphan of a mark.
-func (s *Sweeper) fate(mark Ownership) string {
-	if s.o.Policy != OrphanDelete {
-		return "reported only (--orphan-policy=report)"
+// decideLocked is the decision for orphan id on what the sweep knows now.
+func (s *Sweeper) decideLocked(id string, l listed, first, now time.Time) ReportedVolume {
+	ab, abandoned := s.abandonedOf(id, l.name)
+	action, reason := DecideOrphan(OrphanFacts{Policy: s.o.Policy, Mark: l.mark, OrphanedSince: first, Now: now, MinAge: s.o.MinAge,
+		PV: s.pvs.of(id, l.name), UnreadablePV: len(s.pvs.unreadable) > 0, Born: s.listings.born(id), Abandoned: abandoned})
+	r := ReportedVolume{VolumeID: id, Name: l.name, Mark: l.mark, Since: first, Action: action, Reason: reason}
+	r.Detail = s.fate(r, ab.reason)
+	return r
+}
+
+// setGauge counts the reported orphans by mark and reason.
+func (s *Sweeper) setGauge(reports []ReportedVolume) {
+	counts := map[[2]string]int{}
+	for _, r := range reports {
+		if r.Action != Watch {
+			counts[[2]string{string(r.Mark), string(r.Reason)}]++
+		}
 	}
-	switch mark {
-	case OwnedDelete:
-		return fmt.Sprintf("it carries this cluster's mark for a Delete class and is deleted once orphaned for %s", s.o.MinAge)
+	for _, m := range allOwnerships {
+		for _, k := range allKeepReasons {
+			s.orphans.WithLabelValues(string(m), string(k)).Set(float64(counts[[2]string{string(m), string(k)}]))
+		}
+	}
+}
+
+// fate says in an event and the report list what the sweep does with an
+// orphan and why.
+func (s *Sweeper) fate(r ReportedVolume, abandonedWhy string) string {
+	switch r.Reason {
+	case Deleting, KeptYoung:
+		return fmt.Sprintf("it carries this cluster's mark for a Delete class, was made while this provisioner watched the PVs and no PV named it: deleted once orphaned for %s", s.o.MinAge)
+	case KeptAbandoned:
+		return fmt.Sprintf("the provisioner abandoned it (%s): reported only, never deleted by the sweep", abandonedWhy)
+	case KeptReportPolicy:
+		return "reported only (--orphan-policy=report)"
+	case KeptRetainedByPV:
+		return "a PV named it with a reclaim policy other than Delete: kept (reported only)"
+	case KeptNamedByPV:
+		return "a PV named it since this provisioner started; whoever deleted the PV and not the volume may want the disk: kept (reported only)"
+	case KeptUnreadablePV:
+		return fmt.Sprintf("an in-tree PV of the plugin migrated to this driver could not be read (%s), so the sweep deletes nothing: kept (reported only)", s.pvs.unreadableOne())
+	case KeptHistoryUnknown:
+		return "it existed before this provisioner first listed the backend, so a PV it never saw may have kept it: kept (reported only)"
+	}
+	switch r.Mark {
 	case OwnedRetain:
 		return "it was made for a class that retains its volumes, so it is kept (reported only)"
 	case OtherCluster:
@@ -291,24 +298,45 @@ func (s *Sweeper) fate(mark Ownership) string {
 	return fmt.Sprintf("no %s mark of this cluster: not provably ours, not deleted", OwnerKey)
 }
 
+// deleteOutcome is what came of a deletion.
+type deleteOutcome int
+
+const (
+	deleteFailed deleteOutcome = iota
+	deletedIt
+	accountedFor  // on the re-check's reads: no orphan
+	keptOnRecheck // the decision changed (a PV event, an abandoned volume)
+)
+
 // deleteOne re-checks one candidate on fresh reads and deletes it. With
 // whole claim UIDs in names it holds the claim's provisioning lock, so no
-// Provision of that claim in this process runs meanwhile.
-func (s *Sweeper) deleteOne(ctx context.Context, id, name string) error {
+// Provision of that claim in this process runs meanwhile. A decision that
+// changed on the re-check is written into r.
+func (s *Sweeper) deleteOne(ctx context.Context, r *ReportedVolume) (deleteOutcome, error) {
 	logger := klog.FromContext(ctx)
-	if uid, ok := s.claimUID(name); ok {
+	if uid, ok := s.claimUID(r.Name); ok {
 		defer s.p.locks.lock(uid)()
 	}
-	if by := s.accountedFor(ctx, id, name); by != "" {
-		logger.Info("An orphan is accounted for on the re-check; not deleting it", "volume", id, "by", by)
-		return nil
+	if by := s.accountedFor(ctx, r.VolumeID, r.Name); by != "" {
+		logger.Info("An orphan is accounted for on the re-check; not deleting it", "volume", r.VolumeID, "by", by)
+		return accountedFor, nil
 	}
-	if _, err := s.p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id}); err != nil {
-		return err
+	// Decide again on what the memory holds now: every PV event it took
+	// in before the re-check's reads counts.
+	s.mu.Lock()
+	again := s.decideLocked(r.VolumeID, listed{name: r.Name, mark: r.Mark}, r.Since, s.now())
+	s.mu.Unlock()
+	if again.Action != Delete {
+		logger.Info("An orphan is kept on the re-check", "volume", r.VolumeID, "reason", again.Reason)
+		*r = again
+		return keptOnRecheck, nil
+	}
+	if _, err := s.p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: r.VolumeID}); err != nil {
+		return deleteFailed, err
 	}
 	s.deleted.Inc()
-	logger.Info("Deleted an orphan volume", "volume", id, "name", name)
-	return nil
+	logger.Info("Deleted an orphan volume", "volume", r.VolumeID, "name", r.Name)
+	return deletedIt, nil
 }
 
 // claimUID is the claim UID in a volume name, when names hold whole UIDs.
@@ -320,100 +348,13 @@ func (s *Sweeper) claimUID(name string) (string, bool) {
 	return strings.CutPrefix(name, r.VolumeNamePrefix+"-")
 }
 
-// accountedFor re-checks one volume right before its deletion: the caches
-// again (claims first), then the PV of its name from the API server. It
-// returns what accounts for it, or "" for nothing. A claim is not read
-// from the API server: there is no reading a claim by UID, and a claim
-// that the cache has not shown for MinAge cannot come back (UIDs are not
-// reused); a claim that is in the cache accounts for the volume already.
-func (s *Sweeper) accountedFor(ctx context.Context, id, name string) string {
-	a, err := s.account(ctx)
-	if err != nil {
-		return "an unreadable cache: " + err.Error()
-	}
-	if by := a.tracks(id, name); by != "" {
-		return by
-	}
-	switch _, err := s.p.o.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{}); {
-	case err == nil:
-		return "PV " + name
-	case !apierrors.IsNotFound(err):
-		return "an unreadable PV: " + err.Error()
-	}
-	return ""
-}
-
-// accounting is what the API says tracks volumes: volume names (of claims,
-// their in-flight records, and PVs) and this driver's PV handles.
-type accounting struct {
-	names   map[string]string // volume name to what names it
-	handles map[string]string // volume ID to the PV
-}
-
-func (a accounting) tracks(id, name string) string {
-	if by, ok := a.handles[id]; ok {
-		return by
-	}
-	return a.names[name]
-}
-
-// accountClaims adds what claims account for to a: the volume each claim
-// would be provisioned under (while a claim exists, a CreateVolume of that
-// name may yet come), and the volume its in-flight record names. It is
-// pure.
-func (a accounting) accountClaims(claims []*v1.PersistentVolumeClaim, r RequestOptions) {
-	for _, c := range claims {
-		by := "claim " + klog.KObj(c).String()
-		a.names[VolumeName(r.VolumeNamePrefix, string(c.UID), r.VolumeNameUUIDLen)] = by
-		if _, name, ok := inflight.Volume(c); ok {
-			a.names[name] = by + " (in flight)"
-		}
-	}
-}
-
-// accountVolumes adds what PVs account for to a: every PV's name, and the
-// handle of each PV of driver. It is pure.
-func (a accounting) accountVolumes(pvs []*v1.PersistentVolume, driver string) {
-	for _, pv := range pvs {
-		by := "PV " + pv.Name
-		a.names[pv.Name] = by
-		if pv.Spec.CSI != nil && pv.Spec.CSI.Driver == driver {
-			a.handles[pv.Spec.CSI.VolumeHandle] = by
-		}
-	}
-}
-
-// account reads the caches: claims before PVs. A volume's claim keeps its
-// in-flight record until the volume's PV is saved, so a hand-off between
-// the two reads shows as the record, or as the PV; read the other way
-// round, it could show as neither.
-func (s *Sweeper) account(ctx context.Context) (accounting, error) {
-	a := accounting{names: map[string]string{}, handles: map[string]string{}}
-	claims, err := s.o.Claims.List(labels.Everything())
-	if err != nil {
-		return a, fmt.Errorf("listing claims: %w", err)
-	}
-	a.accountClaims(claims, s.p.o.Request)
-	if s.hook != nil {
-		s.hook()
-	}
-	pvs, err := s.o.Volumes.List(labels.Everything())
-	if err != nil {
-		return a, fmt.Errorf("listing PVs: %w", err)
-	}
-	a.accountVolumes(pvs, s.p.o.Driver.DriverName())
-	klog.FromContext(ctx).V(5).Info("Accounted volumes", "claims", len(claims), "pvs", len(pvs))
-	return a, nil
-}
-
-// candidates lists the driver's volumes that look like ours and that no PV
-// and no claim accounts for. The driver is listed first, then the caches:
-// a volume that exists was recorded on its claim before it was made.
-func (s *Sweeper) candidates(ctx context.Context) (map[string]orphan, error) {
+// list is a complete listing of the driver's volumes that look like ours,
+// by ID.
+func (s *Sweeper) list(ctx context.Context) (map[string]listed, error) {
 	lister := s.p.o.Driver.(ListingDriver)
 	ours := s.ourName()
 	cluster := s.p.o.Request.Owner
-	out := map[string]orphan{}
+	out := map[string]listed{}
 	token := ""
 	for {
 		resp, err := lister.ListVolumes(ctx, &csi.ListVolumesRequest{StartingToken: token})
@@ -423,23 +364,30 @@ func (s *Sweeper) candidates(ctx context.Context) (map[string]orphan, error) {
 		for _, e := range resp.Entries {
 			vol := e.GetVolume()
 			if name := volumeName(vol, ours); name != "" {
-				out[vol.GetVolumeId()] = orphan{name: name, mark: ownershipOf(vol.GetVolumeContext(), cluster)}
+				out[vol.GetVolumeId()] = listed{name: name, mark: ownershipOf(vol.GetVolumeContext(), cluster)}
 			}
 		}
 		if token = resp.NextToken; token == "" {
-			break
+			return out, nil
 		}
 	}
-	if len(out) == 0 {
+}
+
+// unaccounted is the listed volumes that no PV and no claim accounts for.
+// The driver is listed first, then the caches: a volume that exists was
+// recorded on its claim before it was made.
+func (s *Sweeper) unaccounted(ctx context.Context, all map[string]listed) (map[string]listed, error) {
+	out := map[string]listed{}
+	if len(all) == 0 {
 		return out, nil
 	}
 	a, err := s.account(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for id, o := range out {
-		if a.tracks(id, o.name) != "" {
-			delete(out, id)
+	for id, l := range all {
+		if a.tracks(id, l.name) == "" {
+			out[id] = l
 		}
 	}
 	return out, nil

@@ -1,280 +1,21 @@
 package provisioner
 
 import (
-	"context"
-	"errors"
-	"fmt"
+	"maps"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tether-csi/tether/pkg/inflight"
 )
 
-const (
-	thisCluster  = "cluster-a"
-	otherCluster = "cluster-b"
-)
-
-// listDriver is a CSI driver with ListVolumes (two entries a page) and
-// DeleteVolume.
-type listDriver struct {
-	mu      sync.Mutex
-	vols    map[string]*csi.Volume
-	deleted []string
-}
-
-func (d *listDriver) DriverName() string { return driverNm }
-
-func (d *listDriver) CreateVolume(context.Context, *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-	return nil, errors.New("not in this test")
-}
-
-func (d *listDriver) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.vols, req.VolumeId)
-	d.deleted = append(d.deleted, req.VolumeId)
-	return &csi.DeleteVolumeResponse{}, nil
-}
-
-func (d *listDriver) ListVolumes(_ context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	ids := make([]string, 0, len(d.vols))
-	for id := range d.vols {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	start := 0
-	if req.StartingToken != "" {
-		var err error
-		if start, err = strconv.Atoi(req.StartingToken); err != nil {
-			return nil, err
-		}
-	}
-	resp := &csi.ListVolumesResponse{}
-	for i := start; i < len(ids) && i < start+2; i++ {
-		resp.Entries = append(resp.Entries, &csi.ListVolumesResponse_Entry{Volume: d.vols[ids[i]]})
-	}
-	if start+2 < len(ids) {
-		resp.NextToken = strconv.Itoa(start + 2)
-	}
-	return resp, nil
-}
-
-func (d *listDriver) deletedIDs() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Clone(d.deleted)
-}
-
-// sweepWorld is the API (a fake clientset), the informer caches (fed by
-// hand: they agree with the API unless a scenario says otherwise), the
-// driver and a sweeper.
-type sweepWorld struct {
-	t       *testing.T
-	client  *fake.Clientset
-	claims  cache.Indexer
-	pvs     cache.Indexer
-	driver  *listDriver
-	events  *record.FakeRecorder
-	reg     *prometheus.Registry
-	s       *Sweeper
-	clock   time.Time
-	reads   int                 // the sweep's reads of the caches so far
-	between func(w *sweepWorld) // run between a read's claims and its PVs
-}
-
-func newSweepWorld(t *testing.T, policy OrphanPolicy) *sweepWorld {
-	w := &sweepWorld{t: t, client: fake.NewClientset(&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: driverNm}}),
-		claims: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-		pvs:    cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-		driver: &listDriver{vols: map[string]*csi.Volume{}}, events: record.NewFakeRecorder(100),
-		reg: prometheus.NewRegistry(), clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	p := &Provisioner{o: Options{Client: w.client, Driver: w.driver,
-		Request: RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1, Owner: thisCluster}}}
-	s, err := p.NewSweeper(SweepOptions{Policy: policy, MinAge: time.Hour, Interval: time.Minute, Recorder: w.events,
-		Registerer: w.reg, Claims: corelisters.NewPersistentVolumeClaimLister(w.claims), Volumes: corelisters.NewPersistentVolumeLister(w.pvs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.now = func() time.Time { return w.clock }
-	s.hook = func() {
-		w.reads++
-		if w.between != nil {
-			w.between(w)
-		}
-	}
-	w.s = s
-	return w
-}
-
-// volume adds a backend volume; its ID is its name unless id is set.
-func (w *sweepWorld) volume(name, id string, mark map[string]string) {
-	if id == "" {
-		id = name
-	} else {
-		mark = withKV(mark, "name", name)
-	}
-	w.driver.vols[id] = &csi.Volume{VolumeId: id, CapacityBytes: 1 << 30, VolumeContext: mark}
-}
-
-func withKV(m map[string]string, k, v string) map[string]string {
-	out := map[string]string{k: v}
-	for key, val := range m {
-		out[key] = val
-	}
-	return out
-}
-
-// addClaim puts a claim in the API and, unless apiOnly, in the cache.
-func (w *sweepWorld) addClaim(c *v1.PersistentVolumeClaim, apiOnly bool) {
-	if _, err := w.client.CoreV1().PersistentVolumeClaims(c.Namespace).Create(context.Background(), c, metav1.CreateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
-	if !apiOnly {
-		must(w.t, w.claims.Add(c))
-	}
-}
-
-// addPV puts a PV in the API and, unless apiOnly, in the cache.
-func (w *sweepWorld) addPV(pv *v1.PersistentVolume, apiOnly bool) {
-	if _, err := w.client.CoreV1().PersistentVolumes().Create(context.Background(), pv, metav1.CreateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
-	if !apiOnly {
-		must(w.t, w.pvs.Add(pv))
-	}
-}
-
-// updateClaim writes a claim to the API and the cache.
-func (w *sweepWorld) updateClaim(c *v1.PersistentVolumeClaim) {
-	if _, err := w.client.CoreV1().PersistentVolumeClaims(c.Namespace).Update(context.Background(), c, metav1.UpdateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
-	must(w.t, w.claims.Update(c))
-}
-
-// deleteClaim removes a claim from the API and the cache.
-func (w *sweepWorld) deleteClaim(c *v1.PersistentVolumeClaim) {
-	if err := w.client.CoreV1().PersistentVolumeClaims(c.Namespace).Delete(context.Background(), c.Name, metav1.DeleteOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
-	must(w.t, w.claims.Delete(c))
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// sweep runs one sweep at the clock, then moves the clock on by step.
-func (w *sweepWorld) sweep(step time.Duration) {
-	w.t.Helper()
-	_, ctx := ktesting.NewTestContext(w.t)
-	if err := w.s.Sweep(ctx); err != nil {
-		w.t.Fatalf("Sweep: %v", err)
-	}
-	w.clock = w.clock.Add(step)
-}
-
-// recorded drains the events recorded so far.
-func (w *sweepWorld) recorded() []string {
-	var out []string
-	for {
-		select {
-		case e := <-w.events.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
-// gauge reads tether_provisioner_orphan_volumes{mark}.
-func (w *sweepWorld) gauge(mark Ownership) float64 {
-	families, err := w.reg.Gather()
-	must(w.t, err)
-	for _, f := range families {
-		if f.GetName() != "tether_provisioner_orphan_volumes" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "mark" && l.GetValue() == string(mark) {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	w.t.Fatalf("no gauge for mark %q", mark)
-	return 0
-}
-
-// Names and builders for the scenarios.
-const (
-	uidA = "0a1b2c3d-0000-4000-8000-00000000000a"
-	uidB = "0a1b2c3d-0000-4000-8000-00000000000b"
-)
-
-var (
-	volA = "pvc-" + uidA
-	volB = "pvc-" + uidB
-)
-
-func ownerMark(cluster string, reclaim v1.PersistentVolumeReclaimPolicy) map[string]string {
-	return map[string]string{OwnerKey: OwnerMark(cluster, reclaim)}
-}
-
-var (
-	oursDelete = ownerMark(thisCluster, v1.PersistentVolumeReclaimDelete)
-	oursRetain = ownerMark(thisCluster, v1.PersistentVolumeReclaimRetain)
-)
-
-// sweepClaim is claim ns/name with uid; record names the volume of its
-// in-flight record ("" for none; "-" for a record of an older tether,
-// the finalizer alone).
-func sweepClaim(name, uid, record string) *v1.PersistentVolumeClaim {
-	c := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID(uid)}}
-	switch record {
-	case "":
-	case "-":
-		c.Finalizers = []string{inflight.Finalizer}
-	default:
-		inflight.Record(c, driverNm, record)
-	}
-	return c
-}
-
-// sweepPV is a PV of name for the handle of driver.
-func sweepPV(name, driver, handle string) *v1.PersistentVolume {
-	return &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: v1.PersistentVolumeSource{
-			CSI: &v1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: handle}}}}
-}
-
-// TestSweepScenarios runs two sweeps two hours apart (MinAge is one hour)
-// over a scenario and checks what was deleted and reported. The sweep
-// takes a volume for an orphan only when it is seen so on two sweeps, and
-// deletes only one that carries this cluster's mark for a Delete class.
 // savedBetweenReads is the hand-off falling between the sweep's first two
 // reads: claim a's PV is saved and its record dropped (and the claim then
 // deleted, when deleted is true).
@@ -294,10 +35,18 @@ func savedBetweenReads(deleted bool) func(*sweepWorld) {
 	}
 }
 
+// TestSweepScenarios runs two sweeps two hours apart (MinAge is one hour)
+// over a scenario and checks what was deleted and reported. The sweep
+// takes a volume for an orphan only when it is seen so on two sweeps, and
+// deletes only one that carries this cluster's mark for a Delete class,
+// made after its first listings, that no PV named. The sweeper makes its
+// first listings before the scenario's setup unless preexisting.
 func TestSweepScenarios(t *testing.T) {
 	type scenario struct {
 		name   string
 		policy OrphanPolicy
+		// preexisting: setup comes before the sweeper's first listings.
+		preexisting bool
 		// setup makes the world before the first sweep; between runs
 		// between the claim and PV reads of the caches.
 		setup   func(w *sweepWorld)
@@ -311,16 +60,19 @@ func TestSweepScenarios(t *testing.T) {
 		// some sweep; wantGauge the gauge by mark after the last.
 		wantReported []string
 		wantGauge    map[Ownership]float64
+		// wantKept is why the sweep keeps each volume of its report
+		// list after the last sweep (a KeepReason).
+		wantKept map[string]string
 	}
 	tests := []scenario{
 		// Defect: another cluster's volume on a shared backend, made with
 		// the default prefix, was deleted after an hour.
 		{name: "another cluster's unmarked volume is reported, not deleted", policy: OrphanDelete,
 			setup:        func(w *sweepWorld) { w.volume(volA, "", nil) },
-			wantReported: []string{volA}, wantGauge: map[Ownership]float64{Unmarked: 1}},
+			wantReported: []string{volA}, wantGauge: map[Ownership]float64{Unmarked: 1}, wantKept: map[string]string{volA: "mark"}},
 		{name: "a volume with another cluster's mark is reported, not deleted", policy: OrphanDelete,
 			setup:        func(w *sweepWorld) { w.volume(volA, "", ownerMark(otherCluster, v1.PersistentVolumeReclaimDelete)) },
-			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OtherCluster: 1}},
+			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OtherCluster: 1}, wantKept: map[string]string{volA: "mark"}},
 		// Defect: an admin keeps a Retain class's disk by deleting its
 		// Released PV; the sweep deleted the disk an hour later.
 		{name: "a Retain volume whose PV the admin deleted is kept", policy: OrphanDelete, sweeps: 3,
@@ -333,15 +85,37 @@ func TestSweepScenarios(t *testing.T) {
 			},
 			between: func(w *sweepWorld) {
 				if w.reads == 1 {
-					must(w.t, w.client.CoreV1().PersistentVolumes().Delete(context.Background(), volA, metav1.DeleteOptions{}))
-					must(w.t, w.pvs.Delete(sweepPV(volA, driverNm, volA)))
+					w.deletePV(sweepPV(volA, driverNm, volA))
 				}
 			},
-			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedRetain: 1}},
+			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedRetain: 1}, wantKept: map[string]string{volA: "mark"}},
+		// Issue 24, defect 2: the mark says Delete, but a PV kept the
+		// disk with Retain before its deletion.
+		{name: "our Delete-marked volume a PV kept with Retain, the PV deleted, is kept", policy: OrphanDelete, sweeps: 3,
+			setup: func(w *sweepWorld) {
+				w.volume(volA, "", oursDelete)
+				pv := sweepPV(volA, driverNm, volA)
+				pv.Spec.PersistentVolumeReclaimPolicy = v1.PersistentVolumeReclaimRetain
+				w.addPV(pv, false)
+				w.deletePV(pv)
+			},
+			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}, wantKept: map[string]string{volA: "retained-by-pv"}},
+		{name: "our Delete-marked volume a Delete PV named, the PV deleted, is kept", policy: OrphanDelete, sweeps: 3,
+			setup: func(w *sweepWorld) {
+				w.volume(volA, "vol-17", oursDelete)
+				pv := sweepPV("imported", driverNm, "vol-17")
+				pv.Spec.PersistentVolumeReclaimPolicy = v1.PersistentVolumeReclaimDelete
+				w.addPV(pv, false)
+				w.deletePV(pv)
+			},
+			wantReported: []string{"vol-17"}, wantGauge: map[Ownership]float64{OwnedDelete: 1}, wantKept: map[string]string{"vol-17": "named-by-pv"}},
+		{name: "our Delete orphan that existed before the sweeper's first listings is kept", policy: OrphanDelete, sweeps: 4, preexisting: true,
+			setup:        func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
+			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}, wantKept: map[string]string{volA: "history-unknown"}},
 		{name: "a malformed mark is no mark", policy: OrphanDelete,
 			setup:        func(w *sweepWorld) { w.volume(volA, "", map[string]string{OwnerKey: thisCluster}) },
-			wantReported: []string{volA}, wantGauge: map[Ownership]float64{Unmarked: 1}},
-		{name: "our Delete orphan past MinAge, seen on two sweeps, is deleted", policy: OrphanDelete,
+			wantReported: []string{volA}, wantGauge: map[Ownership]float64{Unmarked: 1}, wantKept: map[string]string{volA: "mark"}},
+		{name: "our Delete orphan made after the first listings, past MinAge, seen on two sweeps, is deleted", policy: OrphanDelete,
 			setup:       func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
 			wantDeleted: []string{volA}, wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}},
 		{name: "our Delete orphan with an opaque ID is deleted by its ID", policy: OrphanDelete,
@@ -349,12 +123,12 @@ func TestSweepScenarios(t *testing.T) {
 			wantDeleted: []string{"vol-17"}, wantReported: []string{"vol-17"}, wantGauge: map[Ownership]float64{OwnedDelete: 1}},
 		{name: "our Delete orphan under the report policy is reported only", policy: OrphanReport,
 			setup:        func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
-			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}},
+			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}, wantKept: map[string]string{volA: "report-policy"}},
 		{name: "our Delete orphan younger than MinAge is reported only", policy: OrphanDelete, step: 30 * time.Minute,
 			setup:        func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
-			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}},
+			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}, wantKept: map[string]string{volA: "young"}},
 		{name: "a volume seen orphaned once is neither reported nor deleted", policy: OrphanDelete, sweeps: 1,
-			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete) }},
+			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete) }, wantKept: map[string]string{volA: "watching"}},
 		{name: "volumes not named like ours are ignored", policy: OrphanDelete,
 			setup: func(w *sweepWorld) { w.volume("hand-made", "", oursDelete); w.volume("pvc-xyz", "", oursDelete) }},
 		{name: "a PV of the volume's name accounts for it", policy: OrphanDelete,
@@ -429,12 +203,19 @@ func TestSweepScenarios(t *testing.T) {
 			},
 			wantDeleted:  []string{volA},
 			wantReported: []string{volA, volB, "pvc-0a1b2c3d-0000-4000-8000-00000000000c"},
-			wantGauge:    map[Ownership]float64{OwnedDelete: 1, Unmarked: 1, OwnedRetain: 1}},
+			wantGauge:    map[Ownership]float64{OwnedDelete: 1, Unmarked: 1, OwnedRetain: 1},
+			wantKept:     map[string]string{volB: "mark", "pvc-0a1b2c3d-0000-4000-8000-00000000000c": "mark"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newSweepWorld(t, tt.policy)
+			if !tt.preexisting {
+				w.baseline()
+			}
 			tt.setup(w)
+			if tt.preexisting {
+				w.baseline()
+			}
 			w.between = tt.between
 			step, sweeps := cmpOr(tt.step, 2*time.Hour), cmpOr(tt.sweeps, 2)
 			var events []string
@@ -469,16 +250,11 @@ func TestSweepScenarios(t *testing.T) {
 					t.Errorf("gauge{mark=%s} = %v, want %v", m, got, tt.wantGauge[m])
 				}
 			}
+			if got := w.kept(); !maps.Equal(got, tt.wantKept) {
+				t.Errorf("report list %v, want %v", got, tt.wantKept)
+			}
 		})
 	}
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // TestSweepHandOffNotSuspected: a volume whose PV is saved (and its record
@@ -501,31 +277,38 @@ func TestSweepHandOffNotSuspected(t *testing.T) {
 	}
 }
 
-// TestSweepForgetsWhatIsAccountedFor: a volume that a PV accounts for
-// between sweeps starts over as a suspect when it is orphaned again.
-func TestSweepForgetsWhatIsAccountedFor(t *testing.T) {
+// TestSweepKeepsWhatAPVNamed: a volume that a PV accounts for between
+// sweeps starts over as a suspect when it is orphaned again, and is never
+// deleted: whoever deleted the PV and not the volume may want the disk.
+func TestSweepKeepsWhatAPVNamed(t *testing.T) {
 	w := newSweepWorld(t, OrphanDelete)
+	w.baseline()
 	w.volume(volA, "", oursDelete)
 	w.sweep(2 * time.Hour)
 	pv := sweepPV(volA, driverNm, volA)
+	pv.Spec.PersistentVolumeReclaimPolicy = v1.PersistentVolumeReclaimDelete
 	w.addPV(pv, false)
 	w.sweep(2 * time.Hour)
-	must(t, w.pvs.Delete(pv))
-	must(t, w.client.CoreV1().PersistentVolumes().Delete(context.Background(), volA, metav1.DeleteOptions{}))
+	w.deletePV(pv)
 	w.sweep(2 * time.Hour) // a suspect again, from now
-	if d := w.driver.deletedIDs(); len(d) != 0 {
-		t.Fatalf("deleted %v on its first sighting since its PV went", d)
+	if got, want := w.kept(), map[string]string{volA: "watching"}; !maps.Equal(got, want) {
+		t.Errorf("report list %v after the PV went, want %v", got, want)
 	}
-	w.sweep(2 * time.Hour)
-	if d := w.driver.deletedIDs(); !slices.Equal(d, []string{volA}) {
-		t.Errorf("deleted %v, want %v", d, []string{volA})
+	for range 3 {
+		w.sweep(2 * time.Hour)
+	}
+	if d := w.driver.deletedIDs(); len(d) != 0 {
+		t.Errorf("deleted %v, a volume a PV named", d)
+	}
+	if got, want := w.kept(), map[string]string{volA: "named-by-pv"}; !maps.Equal(got, want) {
+		t.Errorf("report list %v, want %v", got, want)
 	}
 }
 
 func TestNewSweeperChecks(t *testing.T) {
 	claims := corelisters.NewPersistentVolumeClaimLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	pvs := corelisters.NewPersistentVolumeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
-	ok := SweepOptions{Policy: OrphanDelete, Interval: time.Minute, Claims: claims, Volumes: pvs}
+	ok := SweepOptions{Policy: OrphanDelete, Interval: time.Minute, Claims: claims, Volumes: pvs, VolumeEvents: &pvEvents{}}
 	tests := []struct {
 		name    string
 		owner   string
@@ -536,6 +319,7 @@ func TestNewSweeperChecks(t *testing.T) {
 		{name: "delete without a cluster ID", wantErr: "needs the cluster's ID"},
 		{name: "report without a cluster ID", change: func(o *SweepOptions) { o.Policy = OrphanReport }},
 		{name: "no listers", owner: thisCluster, change: func(o *SweepOptions) { o.Claims = nil }, wantErr: "listers"},
+		{name: "no PV informer", owner: thisCluster, change: func(o *SweepOptions) { o.VolumeEvents = nil }, wantErr: "PV informer"},
 		{name: "unknown policy", owner: thisCluster, change: func(o *SweepOptions) { o.Policy = "purge" }, wantErr: "report or delete"},
 	}
 	for _, tt := range tests {
@@ -545,87 +329,130 @@ func TestNewSweeperChecks(t *testing.T) {
 				tt.change(&o)
 			}
 			p := &Provisioner{o: Options{Driver: &listDriver{}, Request: RequestOptions{VolumeNamePrefix: "pvc", Owner: tt.owner}}}
-			_, err := p.NewSweeper(o)
+			_, ctx := ktesting.NewTestContext(t)
+			_, err := p.NewSweeper(ctx, o)
 			checkErr(t, err, tt.wantErr)
 		})
 	}
 }
 
-func TestOwnershipOf(t *testing.T) {
-	tests := []struct {
-		name    string
-		context map[string]string
-		cluster string
-		want    Ownership
-	}{
-		{"no context", nil, thisCluster, Unmarked},
-		{"no mark", map[string]string{"name": volA}, thisCluster, Unmarked},
-		{"ours, Delete", oursDelete, thisCluster, OwnedDelete},
-		{"ours, Retain", oursRetain, thisCluster, OwnedRetain},
-		{"ours, Recycle", ownerMark(thisCluster, v1.PersistentVolumeReclaimRecycle), thisCluster, OwnedRetain},
-		{"another cluster's", ownerMark(otherCluster, v1.PersistentVolumeReclaimDelete), thisCluster, OtherCluster},
-		{"a prefix of our ID is another cluster", ownerMark("cluster", v1.PersistentVolumeReclaimDelete), thisCluster, OtherCluster},
-		{"a cluster ID with slashes", ownerMark("a/b", v1.PersistentVolumeReclaimDelete), "a/b", OwnedDelete},
-		{"no policy", map[string]string{OwnerKey: "/" + thisCluster}, thisCluster, Unmarked},
-		{"no cluster", map[string]string{OwnerKey: "Delete/"}, thisCluster, Unmarked},
-		{"no slash", map[string]string{OwnerKey: thisCluster}, thisCluster, Unmarked},
-		{"we have no ID (report policy)", oursDelete, "", Unmarked},
+// TestSweepAbandoned: a volume the provisioner abandoned is on the report
+// list at once, listed or not, is reported on every sweep and never
+// deleted, though everything else about it would let the sweep delete it;
+// also when it is abandoned between the sweep's decision and its
+// deletion.
+func TestSweepAbandoned(t *testing.T) {
+	const unlisted = "pvc-0a1b2c3d-0000-4000-8000-00000000000c"
+	w := newSweepWorld(t, OrphanDelete)
+	w.baseline()
+	w.volume(volA, "", oursDelete)
+	w.volume(volB, "vol-b", oursDelete)
+	w.s.Abandoned(volA, "its provisioner secret is gone")
+	w.s.Abandoned(unlisted, "never made")
+	want := []ReportedVolume{
+		{Name: volA, Mark: Unlisted, Since: w.clock, Action: Report, Reason: KeptAbandoned},
+		{Name: unlisted, Mark: Unlisted, Since: w.clock, Action: Report, Reason: KeptAbandoned},
 	}
-	for _, tt := range tests {
-		if got := ownershipOf(tt.context, tt.cluster); got != tt.want {
-			t.Errorf("%s: ownershipOf = %q, want %q", tt.name, got, tt.want)
+	if got := reportsOf(w.s.Orphans()); !slices.Equal(got, want) {
+		t.Fatalf("report list before a sweep:\n%v\nwant\n%v", got, want)
+	}
+	// volB is abandoned on the re-check, before its deletion.
+	w.between = func(w *sweepWorld) {
+		if w.reads == 3 {
+			w.s.Abandoned("vol-b", "given up")
+		}
+	}
+	for range 4 {
+		w.sweep(2 * time.Hour)
+	}
+	if d := w.driver.deletedIDs(); len(d) != 0 {
+		t.Fatalf("the sweep deleted %v, abandoned volumes", d)
+	}
+	since := time.Date(2026, 1, 1, 0, 2, 0, 0, time.UTC) // after the baseline
+	want = []ReportedVolume{
+		{VolumeID: volA, Name: volA, Mark: OwnedDelete, Since: since, Action: Report, Reason: KeptAbandoned},
+		{VolumeID: "vol-b", Name: volB, Mark: OwnedDelete, Since: since, Action: Report, Reason: KeptAbandoned},
+		{Name: unlisted, Mark: Unlisted, Since: since, Action: Report, Reason: KeptAbandoned},
+	}
+	if got := reportsOf(w.s.Orphans()); !slices.Equal(got, want) {
+		t.Errorf("report list:\n%v\nwant\n%v", got, want)
+	}
+	for _, r := range w.s.Orphans() {
+		if r.Name == volA && !strings.Contains(r.Detail, "its provisioner secret is gone") {
+			t.Errorf("the report of %s does not say why: %q", volA, r.Detail)
+		}
+	}
+	for m, n := range map[Ownership]float64{OwnedDelete: 2, Unlisted: 1} {
+		if got := w.gaugeOf(m, KeptAbandoned); got != n {
+			t.Errorf("gauge{mark=%s,reason=abandoned} = %v, want %v", m, got, n)
+		}
+	}
+	events := w.recorded()
+	for _, name := range []string{volA, volB, unlisted} {
+		if !slices.ContainsFunc(events, func(e string) bool {
+			return strings.HasPrefix(e, v1.EventTypeWarning+" "+ReasonOrphanVolume+" ") && strings.Contains(e, "(name "+name+")") &&
+				strings.Contains(e, "abandoned")
+		}) {
+			t.Errorf("no abandoned warning for %s: %q", name, events)
 		}
 	}
 }
 
-func TestDecideOrphan(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tests := []struct {
-		policy OrphanPolicy
-		mark   Ownership
-		age    time.Duration
-		want   OrphanAction
-	}{
-		{OrphanDelete, OwnedDelete, 0, Watch}, // first seen now
-		{OrphanDelete, OwnedDelete, time.Minute, Report},
-		{OrphanDelete, OwnedDelete, time.Hour, Delete},
-		{OrphanDelete, OwnedDelete, 5 * time.Hour, Delete},
-		{OrphanReport, OwnedDelete, 5 * time.Hour, Report},
-		{OrphanDelete, OwnedRetain, 5 * time.Hour, Report},
-		{OrphanDelete, OtherCluster, 5 * time.Hour, Report},
-		{OrphanDelete, Unmarked, 5 * time.Hour, Report},
-		{OrphanDelete, Unmarked, 0, Watch},
+// reportsOf is the report list without the words.
+func reportsOf(rs []ReportedVolume) []ReportedVolume {
+	out := slices.Clone(rs)
+	for i := range out {
+		out[i].Detail = ""
 	}
-	for _, tt := range tests {
-		if got := DecideOrphan(tt.policy, tt.mark, t0, t0.Add(tt.age), time.Hour); got != tt.want {
-			t.Errorf("DecideOrphan(%s, %s, age %s) = %v, want %v", tt.policy, tt.mark, tt.age, got, tt.want)
+	return out
+}
+
+// TestSweepKeptOnRecheck: a PV that names the volume, shows in the PV
+// informer and is gone again between the sweep's decision and its
+// re-check keeps the volume.
+func TestSweepKeptOnRecheck(t *testing.T) {
+	w := newSweepWorld(t, OrphanDelete)
+	w.baseline()
+	w.volume(volA, "vol-a", oursDelete)
+	w.between = func(w *sweepWorld) {
+		if w.reads == 3 { // the re-check's read
+			pv := sweepPV("flash", driverNm, "vol-a")
+			pv.Spec.PersistentVolumeReclaimPolicy = v1.PersistentVolumeReclaimRetain
+			w.addPV(pv, false)
+			w.deletePV(pv)
 		}
+	}
+	w.sweep(2 * time.Hour)
+	w.sweep(2 * time.Hour)
+	if d := w.driver.deletedIDs(); len(d) != 0 {
+		t.Fatalf("deleted %v", d)
+	}
+	if got, want := w.kept(), map[string]string{"vol-a": string(KeptRetainedByPV)}; !maps.Equal(got, want) {
+		t.Errorf("report list %v, want %v", got, want)
 	}
 }
 
-func TestAccounting(t *testing.T) {
-	a := accounting{names: map[string]string{}, handles: map[string]string{}}
-	a.accountClaims([]*v1.PersistentVolumeClaim{sweepClaim("a", uidA, ""), sweepClaim("b", uidB, "pvc-renamed")},
-		RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: 8})
-	a.accountVolumes([]*v1.PersistentVolume{sweepPV("p1", driverNm, "h1"), sweepPV("p2", "other.csi", "h2"), {ObjectMeta: metav1.ObjectMeta{Name: "nfs"}}}, driverNm)
-	tests := []struct {
-		id, name string
-		tracked  bool
+// TestSweepWaitsForPVInformer: no sweep (not even a listing that would
+// count as one of the first) before the PV informer has shown every PV,
+// nor after it stopped.
+func TestSweepWaitsForPVInformer(t *testing.T) {
+	for _, tt := range []struct {
+		name            string
+		synced, stopped bool
+		wantErr         string
 	}{
-		{"x", "pvc-0a1b2c3d", true}, // claim a's name, cut to 8
-		{"x", "pvc-renamed", true},  // claim b's record
-		{"x", "pvc-" + uidA, false}, // the uncut name is not claim a's
-		{"h1", "x", true},
-		{"h2", "x", false}, // another driver's handle
-		{"x", "p2", true},  // a PV's name
-		{"x", "nfs", true},
-	}
-	for _, tt := range tests {
-		if got := a.tracks(tt.id, tt.name) != ""; got != tt.tracked {
-			t.Errorf("tracks(%q, %q) = %v, want %v", tt.id, tt.name, got, tt.tracked)
-		}
-	}
-	if by := a.tracks("x", "pvc-renamed"); by != fmt.Sprintf("claim %s/b (in flight)", testNS) {
-		t.Errorf("tracks says %q", by)
+		{name: "not synced", wantErr: "not shown every PV"},
+		{name: "stopped", synced: true, stopped: true, wantErr: "stopped"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newSweepWorld(t, OrphanDelete)
+			w.events.synced, w.events.stopped = tt.synced, tt.stopped
+			w.volume(volA, "", oursDelete)
+			_, ctx := ktesting.NewTestContext(t)
+			checkErr(t, w.s.Sweep(ctx), tt.wantErr)
+			if w.s.listings.complete != 0 || len(w.s.firstSeen) != 0 {
+				t.Errorf("swept: %d listings, suspects %v", w.s.listings.complete, w.s.firstSeen)
+			}
+		})
 	}
 }

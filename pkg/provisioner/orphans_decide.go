@@ -1,0 +1,202 @@
+package provisioner
+
+import (
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// OwnerKey is the CreateVolume parameter that marks a volume as made by
+// this cluster's provisioner (RequestOptions.Owner). The sweep deletes a
+// volume only when the driver's ListVolumes returns this key in the
+// volume's context with this cluster's ID and the Delete reclaim policy,
+// and what it saw of the volume since it started allows it (DecideOrphan).
+const OwnerKey = "tether.dev/owner"
+
+// OwnerMark is the value of OwnerKey: the reclaim policy of the class the
+// volume was made for, a slash, and the cluster's ID (which may itself
+// hold slashes). The policy is the class's at CreateVolume time and is
+// never updated: it says what the volume was made for, not what anyone
+// wants of it now.
+func OwnerMark(cluster string, reclaim v1.PersistentVolumeReclaimPolicy) string {
+	return string(reclaim) + "/" + cluster
+}
+
+// ParseOwnerMark splits a mark; ok is false when it is not one.
+func ParseOwnerMark(mark string) (cluster string, reclaim v1.PersistentVolumeReclaimPolicy, ok bool) {
+	r, c, ok := strings.Cut(mark, "/")
+	if !ok || r == "" || c == "" {
+		return "", "", false
+	}
+	return c, v1.PersistentVolumeReclaimPolicy(r), true
+}
+
+// Ownership is what a volume's mark proves, and a label of the orphan
+// gauge.
+type Ownership string
+
+// The ownerships. Only OwnedDelete volumes are ever deleted.
+const (
+	// Unmarked: no mark. Made by another cluster, another tool, or by
+	// tether while the policy was not delete (or the driver drops the
+	// mark): not provably ours.
+	Unmarked Ownership = "none"
+	// OtherCluster: marked by another cluster sharing the backend.
+	OtherCluster Ownership = "other-cluster"
+	// OwnedRetain: ours, made for a class that retains its volumes; an
+	// admin who deleted its Released PV may be keeping the disk.
+	OwnedRetain Ownership = "retain"
+	// OwnedDelete: ours, made for a Delete class.
+	OwnedDelete Ownership = "delete"
+	// Unlisted: an abandoned volume (Sweeper.Abandoned) that the driver's
+	// listing does not show by name, so its mark is unknown.
+	Unlisted Ownership = "unlisted"
+)
+
+var allOwnerships = []Ownership{Unmarked, OtherCluster, OwnedRetain, OwnedDelete, Unlisted}
+
+// ownershipOf reads a listed volume's mark against this cluster's ID.
+func ownershipOf(volumeContext map[string]string, cluster string) Ownership {
+	c, reclaim, ok := ParseOwnerMark(volumeContext[OwnerKey])
+	switch {
+	case !ok || cluster == "":
+		return Unmarked
+	case c != cluster:
+		return OtherCluster
+	case reclaim != v1.PersistentVolumeReclaimDelete:
+		return OwnedRetain
+	}
+	return OwnedDelete
+}
+
+// OrphanAction is what the sweep does with an orphan on one sweep.
+type OrphanAction int
+
+// The actions.
+const (
+	// Watch: seen orphaned for the first time; the caches may lag, so
+	// wait for the next sweep.
+	Watch OrphanAction = iota
+	// Report: an event, the gauge and the report list.
+	Report
+	// Delete: report, re-check on fresh reads, delete.
+	Delete
+)
+
+func (a OrphanAction) String() string {
+	switch a {
+	case Watch:
+		return "watch"
+	case Report:
+		return "report"
+	case Delete:
+		return "delete"
+	}
+	return "unknown"
+}
+
+// PVHistory is what the PVs this process has seen said of a volume.
+type PVHistory int
+
+// The histories, each stronger than the one before.
+const (
+	// PVNever: no PV seen by this process named the volume.
+	PVNever PVHistory = iota
+	// PVNamed: some PV named it (its handle, or its name), with the
+	// Delete reclaim policy whenever it was seen.
+	PVNamed
+	// PVRetained: some PV named it while its reclaim policy was not
+	// Delete: someone wanted the disk kept.
+	PVRetained
+)
+
+// KeepReason says why the sweep does not delete an orphan, and is the
+// reason label of the orphan gauge.
+type KeepReason string
+
+// The reasons, in the order DecideOrphan tries them.
+const (
+	// Deleting: nothing keeps it; it is deleted after the re-check.
+	Deleting KeepReason = "deleting"
+	// KeptAbandoned: the provisioner gave up cleaning it up
+	// (Sweeper.Abandoned); only an admin deletes it.
+	KeptAbandoned KeepReason = "abandoned"
+	// KeptWatching: first seen orphaned on this sweep (not reported yet).
+	KeptWatching KeepReason = "watching"
+	// KeptReportPolicy: --orphan-policy=report.
+	KeptReportPolicy KeepReason = "report-policy"
+	// KeptMark: its mark is not this cluster's for a Delete class.
+	KeptMark KeepReason = "mark"
+	// KeptRetainedByPV: a PV named it with a reclaim policy other than
+	// Delete while this process watched.
+	KeptRetainedByPV KeepReason = "retained-by-pv"
+	// KeptNamedByPV: a PV named it while this process watched; whoever
+	// deleted the PV without the volume may want the disk.
+	KeptNamedByPV KeepReason = "named-by-pv"
+	// KeptUnreadablePV: an in-tree PV of the plugin migrated to this
+	// driver could not be translated, so which volume it names is unknown.
+	KeptUnreadablePV KeepReason = "unreadable-pv"
+	// KeptHistoryUnknown: it already existed when this process started
+	// listing (it was in one of its first listings), so PVs may have
+	// named it, or kept it, before this process could see them.
+	KeptHistoryUnknown KeepReason = "history-unknown"
+	// KeptYoung: orphaned for less than the minimum age.
+	KeptYoung KeepReason = "young"
+)
+
+var allKeepReasons = []KeepReason{Deleting, KeptAbandoned, KeptReportPolicy, KeptMark, KeptRetainedByPV,
+	KeptNamedByPV, KeptUnreadablePV, KeptHistoryUnknown, KeptYoung}
+
+// OrphanFacts is what the sweep knows of a volume that nothing (no PV, no
+// claim) accounted for on a sweep.
+type OrphanFacts struct {
+	Policy OrphanPolicy
+	// Mark is what the volume's ownership mark proves.
+	Mark Ownership
+	// OrphanedSince is when it was first seen unaccounted for, on this
+	// run of sweeps without a break; Now is this sweep's time.
+	OrphanedSince, Now time.Time
+	MinAge             time.Duration
+	// PV is what the PVs this process has seen said of the volume.
+	PV PVHistory
+	// UnreadablePV: this process saw an in-tree PV of the plugin migrated
+	// to this driver that it could not translate.
+	UnreadablePV bool
+	// Born: the volume was first listed after this process had listed the
+	// backend completely, without it, baselineListings times: it was
+	// made while this process watched the PVs.
+	Born bool
+	// Abandoned: the provisioner gave up cleaning it up.
+	Abandoned bool
+}
+
+// DecideOrphan is the sweep's decision for a volume nothing accounted for
+// on this sweep, and, unless it deletes it, why it keeps it. It deletes
+// only a volume that is provably this cluster's (OwnedDelete), that no PV
+// named while this process watched, that was made while it watched (so no
+// PV it did not see can have named it), orphaned for MinAge and seen so on
+// an earlier sweep. It is pure.
+func DecideOrphan(f OrphanFacts) (OrphanAction, KeepReason) {
+	switch {
+	case f.Abandoned:
+		return Report, KeptAbandoned
+	case !f.OrphanedSince.Before(f.Now):
+		return Watch, KeptWatching
+	case f.Policy != OrphanDelete:
+		return Report, KeptReportPolicy
+	case f.Mark != OwnedDelete:
+		return Report, KeptMark
+	case f.PV == PVRetained:
+		return Report, KeptRetainedByPV
+	case f.PV == PVNamed:
+		return Report, KeptNamedByPV
+	case f.UnreadablePV:
+		return Report, KeptUnreadablePV
+	case !f.Born:
+		return Report, KeptHistoryUnknown
+	case f.Now.Sub(f.OrphanedSince) < f.MinAge:
+		return Report, KeptYoung
+	}
+	return Delete, Deleting
+}
