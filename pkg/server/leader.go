@@ -47,13 +47,30 @@ type LeaderOptions struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Identity defaults to the host name plus a random suffix.
 	Identity string
+	// DrainTimeout bounds how long the work may take to stop once its
+	// context ended on a signal; past it RunElected stops renewing and
+	// returns ErrWorkNotStopped without handing the lease back, and the
+	// process should exit. 0 waits as long as it takes. After a lost lease
+	// the bound is also at most LeaseDuration - RenewDeadline (see
+	// RunElected).
+	DrainTimeout time.Duration
 }
+
+// DefaultDrainTimeout leaves a CSI call under way (external-provisioner's
+// --timeout is 10 s) time to end, within a pod's default grace period of
+// 30 s.
+const DefaultDrainTimeout = 20 * time.Second
 
 // DefaultLeaderOptions are client-go's usual timings.
 func DefaultLeaderOptions(name string, enabled bool) LeaderOptions {
 	return LeaderOptions{Enabled: enabled, Name: name, LeaseDuration: 15 * time.Second,
-		RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+		RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second, DrainTimeout: DefaultDrainTimeout}
 }
+
+// ErrWorkNotStopped is RunElected's error when the work did not stop within
+// its bound: the lease was not handed back (it expires by itself), and the
+// process should exit, which ends the work.
+var ErrWorkNotStopped = errors.New("the work did not stop in time")
 
 // AddFlags registers the flags under the given names.
 func (o *LeaderOptions) AddFlags(fs *flag.FlagSet, n LeaderFlagNames) {
@@ -77,6 +94,9 @@ func (o LeaderOptions) validate() error {
 	}
 	if o.Name == "" {
 		errs = append(errs, "the lease has no name")
+	}
+	if o.DrainTimeout < 0 {
+		errs = append(errs, "the drain timeout is negative")
 	}
 	if len(errs) > 0 {
 		return errors.New("leader election: " + strings.Join(errs, "; "))
@@ -102,6 +122,15 @@ func podNamespace() string {
 // handed back (emptied, so that a stand-by replica takes it at once) and
 // RunElected returns. The lease is kept renewed while run drains.
 //
+// run must not return before the work it started is over (Work.Run makes
+// such a function of goroutines). Its drain is bounded: DrainTimeout after
+// ctx ends; and after a lost lease (renewal failed), LeaseDuration -
+// RenewDeadline at most, as the last renewal was at least RenewDeadline ago
+// and another replica may take the lease LeaseDuration after it. Past the
+// bound RunElected stops renewing and returns ErrWorkNotStopped without
+// handing the lease back: the caller must exit, which ends the work (as
+// kube-controller-manager exits on a lost lease).
+//
 // If run returns by itself while ctx is alive, this process stops leading and
 // RunElected returns run's error. Losing the lease while ctx is alive returns
 // an error (after run returned): the caller should exit, so that a restarted
@@ -110,7 +139,7 @@ func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOption
 	logger := klog.FromContext(ctx)
 	if !o.Enabled {
 		health.SetReady()
-		return run(ctx)
+		return runBounded(ctx, o.DrainTimeout, run)
 	}
 	if err := o.validate(); err != nil {
 		return err
@@ -145,6 +174,7 @@ func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOption
 		finished = make(chan struct{})
 		runErr   error
 		runEnded bool // run returned while ctx and the lease were alive
+		expired  bool // run did not return within DrainTimeout
 	)
 	// Standing by when ctx ends: nothing to wait for.
 	stopWatch := context.AfterFunc(ctx, func() {
@@ -180,6 +210,28 @@ func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOption
 				workCtx, cancel := context.WithCancel(leadCtx)
 				defer cancel()
 				defer context.AfterFunc(ctx, cancel)()
+				// The drain's bound: past it, stop renewing (the lease
+				// then expires; it is not handed back).
+				go func() {
+					select {
+					case <-finished:
+						return
+					case <-workCtx.Done():
+					}
+					if o.DrainTimeout <= 0 {
+						return
+					}
+					t := time.NewTimer(o.DrainTimeout)
+					defer t.Stop()
+					select {
+					case <-finished:
+					case <-t.C:
+						mu.Lock()
+						expired = true
+						mu.Unlock()
+						stopElecting()
+					}
+				}()
 				logger.Info("Became leader", "lease", lease, "identity", o.Identity)
 				runErr = run(workCtx)
 				runEnded = workCtx.Err() == nil
@@ -206,7 +258,30 @@ func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOption
 		}
 		return nil // ctx ended while standing by
 	}
-	<-finished
+	select {
+	case <-finished:
+	default:
+		// Either run outlived DrainTimeout, or the lease was lost while
+		// run works: wait no longer than another replica would.
+		mu.Lock()
+		bound := time.Duration(0)
+		if !expired {
+			bound = o.LeaseDuration - o.RenewDeadline
+			if o.DrainTimeout > 0 {
+				bound = min(bound, o.DrainTimeout)
+			}
+		}
+		mu.Unlock()
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		select {
+		case <-finished:
+		case <-t.C:
+			logger.Error(nil, "The work did not stop in time; leaving the lease to expire", "lease", lease,
+				"leaseLost", ctx.Err() == nil && !expired)
+			return ErrWorkNotStopped
+		}
+	}
 	if err := release(ctx, lock, o.Identity, o.RenewDeadline); err != nil {
 		logger.Error(err, "Could not hand back the lease; another replica takes it when it expires", "lease", lease)
 	} else {
@@ -238,4 +313,29 @@ func release(ctx context.Context, lock resourcelock.Interface, identity string, 
 	return lock.Update(ctx, resourcelock.LeaderElectionRecord{
 		LeaseDurationSeconds: 1, AcquireTime: now, RenewTime: now, LeaderTransitions: rec.LeaderTransitions,
 	})
+}
+
+// runBounded is run(ctx) without leader election: it returns run's error,
+// or ErrWorkNotStopped when run has not returned timeout after ctx ended
+// (0: no bound).
+func runBounded(ctx context.Context, timeout time.Duration, run func(context.Context) error) error {
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	if timeout <= 0 {
+		return <-done
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		klog.FromContext(ctx).Error(nil, "The work did not stop in time", "timeout", timeout)
+		return ErrWorkNotStopped
+	}
 }
