@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tcsi "github.com/tether-csi/tether/pkg/csi"
@@ -20,12 +21,16 @@ import (
 )
 
 // TestOrphanSweep makes volumes behind the provisioner's back, all with our
-// name prefix and no PV: one with this cluster's ownership mark for a
-// Delete class (an orphan of ours: reported, then deleted under
-// --orphan-policy=delete), one without a mark (another cluster's, say:
+// name prefix and no PV: one without a mark (another cluster's, say:
 // reported only), one marked for a Retain class (a disk an admin keeps:
-// reported only); and one with another name (never touched). A provisioned
-// volume with its PV is never touched either, and carries the mark.
+// reported only), one with another name (never touched); and, once the
+// sweep has listed the backend twice, one with this cluster's ownership
+// mark for a Delete class (an orphan made while the sweep watched:
+// reported, then deleted under --orphan-policy=delete). A provisioned
+// volume with its PV is never touched, and carries the mark. Nor is the
+// disk of a Delete class that an admin kept (issue 24, defect 2): its PV
+// patched to Retain, its claim deleted, the PV deleted; its mark still
+// says Delete.
 func TestOrphanSweep(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Controllers: protectionControllers})
 	cs := c.Client
@@ -44,7 +49,10 @@ func TestOrphanSweep(t *testing.T) {
 	startBinder(t, c)
 	createCSIClass(t, c, "sweep", localDriver, "Delete", storagev1.VolumeBindingImmediate)
 	mustCreate(t, cs.CoreV1().PersistentVolumeClaims("default").Create, claim("kept", "sweep", "1Gi"))
+	mustCreate(t, cs.CoreV1().PersistentVolumeClaims("default").Create, claim("keep-disk", "sweep", "1Gi"))
 	legit := getPV(t, cs, waitClaimBound(t, cs, "kept").Spec.VolumeName).Spec.CSI.VolumeHandle
+	keptPV := getPV(t, cs, waitClaimBound(t, cs, "keep-disk").Spec.VolumeName)
+	keptDisk := keptPV.Spec.CSI.VolumeHandle
 
 	// The cluster's ID in the mark is the UID of kube-system.
 	ks, err := cs.CoreV1().Namespaces().Get(t.Context(), metav1.NamespaceSystem, metav1.GetOptions{})
@@ -53,19 +61,18 @@ func TestOrphanSweep(t *testing.T) {
 	}
 	ours := provisioner.OwnerMark(string(ks.UID), corev1.PersistentVolumeReclaimDelete)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	conn, err := tcsi.Connect(ctx, tcsi.Options{Address: socket})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if mark := volumeContexts(t, conn)[legit][provisioner.OwnerKey]; mark != ours {
+	if mark := volumeContexts(t, conn)[keptDisk][provisioner.OwnerKey]; mark != ours {
 		t.Errorf("the provisioned volume's mark is %q, want %q", mark, ours)
 	}
-	orphan, unmarked, retained := "pvc-"+uuid.NewString(), "pvc-"+uuid.NewString(), "pvc-"+uuid.NewString()
-	for name, mark := range map[string]string{orphan: ours, unmarked: "", "hand-made": ours,
-		retained: provisioner.OwnerMark(string(ks.UID), corev1.PersistentVolumeReclaimRetain)} {
+	create := func(name, mark string) {
+		t.Helper()
 		req := &csi.CreateVolumeRequest{Name: name,
 			CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 20},
 			VolumeCapabilities: []*csi.VolumeCapability{{AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
@@ -77,15 +84,47 @@ func TestOrphanSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, name := range []string{orphan, unmarked, retained} {
-		e := waitEvent(t, cs, "default", localDriver, "OrphanVolume", name)
+	unmarked, retained := "pvc-"+uuid.NewString(), "pvc-"+uuid.NewString()
+	create(unmarked, "")
+	create("hand-made", ours)
+	create(retained, provisioner.OwnerMark(string(ks.UID), corev1.PersistentVolumeReclaimRetain))
+
+	// The admin keeps keep-disk's disk: Retain, the claim goes, the
+	// Released PV is deleted.
+	keptPV.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
+	if _, err := cs.CoreV1().PersistentVolumes().Update(t.Context(), keptPV, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().PersistentVolumeClaims("default").Delete(t.Context(), "keep-disk", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "PV "+keptPV.Name+" Released", func(ctx context.Context) (bool, error) {
+		return getPV(t, cs, keptPV.Name).Status.Phase == corev1.VolumeReleased, nil
+	})
+	if err := cs.CoreV1().PersistentVolumes().Delete(t.Context(), keptPV.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "PV "+keptPV.Name+" gone", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().PersistentVolumes().Get(ctx, keptPV.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	for name, why := range map[string]string{unmarked: "not provably ours", retained: "retains its volumes",
+		keptDisk: "a PV named it with a reclaim policy other than Delete"} {
+		e := waitEvent(t, cs, "default", localDriver, "OrphanVolume", name, why)
 		t.Logf("reported: %s", e.Message)
 	}
-	eventually(t, "orphan deleted", func(ctx context.Context) (bool, error) {
-		return !slices.Contains(listVolumes(t, conn), orphan), nil
-	})
+	// unmarked was reported: the sweep has listed the backend at least
+	// twice, so a volume made now was made while it watched. It goes;
+	// by then the kept disk, orphaned earlier, has been a candidate for
+	// longer and on more sweeps than it.
+	orphan := "pvc-" + uuid.NewString()
+	create(orphan, ours)
+	waitEvent(t, cs, "default", localDriver, "OrphanVolume", "deleted orphan backend volume "+orphan)
 	left := listVolumes(t, conn)
-	for _, kept := range []string{legit, "hand-made", unmarked, retained} {
+	if slices.Contains(left, orphan) {
+		t.Errorf("the orphan %s is still there: %v", orphan, left)
+	}
+	for _, kept := range []string{legit, "hand-made", unmarked, retained, keptDisk} {
 		if !slices.Contains(left, kept) {
 			t.Errorf("the sweep deleted %s: left %v", kept, left)
 		}
