@@ -20,25 +20,30 @@ const Finalizer = "provisioner.tether.dev/volume-in-flight"
 
 // AnnVolume and AnnDriver, written with Finalizer, name the volume the
 // record is for (the PV's name, which is also the CreateVolume name) and
-// its driver. Only a PV of that name and driver settles the record: a
-// claim bound meanwhile to some other volume keeps it, since its own
-// volume may still be on its way.
+// its driver. AnnNode, in node-deployment mode, names the node whose
+// provisioner called CreateVolume: its local volume is the one the record
+// stands for, and only that provisioner may settle or clean it up.
 //
-// AnnSource, on a clone, holds the volume handle of its source, so that the
-// clean-up of a deleted clone can repeat its CreateVolume without reading
-// the source claim (which may be being deleted itself). AnnSnapshot does
-// the same for a restore from a VolumeSnapshot: it holds the snapshot's
-// handle, so that the clean-up needs neither the VolumeSnapshot nor its
-// content.
+// Claims are written by namespace users, so none of these is trusted to
+// choose a backend volume: the provisioner derives the volume's name from
+// the claim's UID and reads a clone's or restore's source again from the
+// objects the claim names (see docs/design.md, "Threat model"). They say
+// which provisioner a record belongs to, and let a binder drop the record
+// in its bind write.
+//
+// AnnSource and AnnSnapshot were written by earlier versions (the handle
+// of a clone's source, of a restore's snapshot); they are no longer
+// written nor read, only removed with the record.
 const (
 	AnnVolume   = "provisioner.tether.dev/in-flight-volume"
 	AnnDriver   = "provisioner.tether.dev/in-flight-driver"
+	AnnNode     = "provisioner.tether.dev/in-flight-node"
 	AnnSource   = "provisioner.tether.dev/in-flight-source"
 	AnnSnapshot = "provisioner.tether.dev/in-flight-snapshot"
 )
 
 // recordAnnotations are every annotation the record writes.
-var recordAnnotations = []string{AnnVolume, AnnDriver, AnnSource, AnnSnapshot}
+var recordAnnotations = []string{AnnVolume, AnnDriver, AnnNode, AnnSource, AnnSnapshot}
 
 // Holds reports whether a claim carries the record.
 func Holds(claim *v1.PersistentVolumeClaim) bool {

@@ -17,8 +17,8 @@ const FinalizerCloneSource = "provisioner.storage.kubernetes.io/cloning-protecti
 
 // cloneSource checks the source claim of a clone (name, in the clone's
 // namespace; see contentSource).
-func (p *Provisioner) cloneSource(ctx context.Context, claim *v1.PersistentVolumeClaim, name string) (*csi.VolumeContentSource, *v1.PersistentVolumeClaim, error) {
-	if !p.o.Clone {
+func (p *Provisioner) cloneSource(ctx context.Context, claim *v1.PersistentVolumeClaim, name string, cleanUp bool) (*csi.VolumeContentSource, *v1.PersistentVolumeClaim, error) {
+	if !p.o.Clone && !cleanUp {
 		return nil, nil, fmt.Errorf("the driver %s cannot clone volumes (no CLONE_VOLUME capability)", p.o.Driver.DriverName())
 	}
 	src, err := p.o.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, name, metav1.GetOptions{})
@@ -26,7 +26,8 @@ func (p *Provisioner) cloneSource(ctx context.Context, claim *v1.PersistentVolum
 		return nil, nil, fmt.Errorf("clone source claim %s: %w", name, err)
 	}
 	switch {
-	case src.DeletionTimestamp != nil:
+	case src.DeletionTimestamp != nil && !cleanUp:
+		// (A clean-up takes it: the cloning protection keeps it for that.)
 		return nil, nil, fmt.Errorf("clone source claim %s is being deleted", name)
 	case src.Status.Phase != v1.ClaimBound || src.Spec.VolumeName == "":
 		return nil, nil, fmt.Errorf("clone source claim %s is not bound", name)

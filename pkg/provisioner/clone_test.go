@@ -126,7 +126,7 @@ func TestCloneSource(t *testing.T) {
 				tt.src(src, pv)
 			}
 			p := &Provisioner{o: Options{Client: fake.NewClientset(src, pv), Driver: cloneDriver{}, Clone: !tt.noClone}}
-			got, err := p.contentSource(t.Context(), tt.claim)
+			got, err := p.contentSource(t.Context(), tt.claim, false)
 			if !checkErr(t, err, tt.wantErr) {
 				return
 			}

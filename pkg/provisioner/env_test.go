@@ -118,6 +118,7 @@ type env struct {
 	claims   cache.SharedIndexInformer
 	volumes  cache.SharedIndexInformer
 	nodes    cache.Indexer
+	csiNodes cache.Indexer
 	p        *Provisioner
 	r        *InFlight
 	recorder *record.FakeRecorder
@@ -151,7 +152,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	e.claims, e.volumes = informer(&v1.PersistentVolumeClaim{}), informer(&v1.PersistentVolume{})
 	classes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	e.nodes = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	csiNodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	e.csiNodes = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	vas := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	e.class = newClass(nil)
 	if err := classes.Add(e.class); err != nil {
@@ -161,7 +162,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 		Claims:  corelisters.NewPersistentVolumeClaimLister(e.claims.GetIndexer()),
 		Volumes: corelisters.NewPersistentVolumeLister(e.volumes.GetIndexer()),
 		Classes: storagelisters.NewStorageClassLister(classes), Nodes: corelisters.NewNodeLister(e.nodes),
-		CSINodes: storagelisters.NewCSINodeLister(csiNodes), VolumeAttachments: storagelisters.NewVolumeAttachmentLister(vas)}
+		CSINodes: storagelisters.NewCSINodeLister(e.csiNodes), VolumeAttachments: storagelisters.NewVolumeAttachmentLister(vas)}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"fmt"
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -23,28 +22,32 @@ import (
 // exist for it and no PV tracks it yet (see package inflight). It is added
 // before the first CreateVolume and removed once the PV is saved (by the
 // binder, in its bind write, or by the InFlight reconciler), or once the
-// volume is known not to exist (a final CreateVolume error, or a
-// DeleteVolume after the claim was deleted). While it is there, the claim
+// volume is known not to exist or is deleted (the clean-up of a claim that
+// is deleted or will never use it). A failed CreateVolume leaves it: an
+// earlier call may have made the volume. While it is there, the claim
 // cannot vanish, so a restarted provisioner always finds the claim, and
 // through the volume's name (prefix-<claim UID>, CreateVolume being
 // idempotent by name) the volume.
 const FinalizerInFlight = inflight.Finalizer
 
-// recordInFlight adds the record for the claim's volume (name). The write
-// carries the resourceVersion of the claim the decision was made on, so a
-// claim that changed meanwhile (deleted, or bound elsewhere) fails it with
-// a conflict and the library tries again on the fresh claim: no extra read
-// is needed (and no finalizer can be added to a claim being deleted).
-func (p *Provisioner) recordInFlight(ctx context.Context, claim *v1.PersistentVolumeClaim, name string, source *csi.VolumeContentSource) (*v1.PersistentVolumeClaim, error) {
+// recordInFlight adds the record for the claim's volume (name) and, in
+// node-deployment mode, this node. The write carries the resourceVersion
+// of the claim the decision was made on, so a claim that changed meanwhile
+// (deleted, or bound elsewhere) fails it with a conflict and the library
+// tries again on the fresh claim: no extra read is needed (and no
+// finalizer can be added to a claim being deleted).
+func (p *Provisioner) recordInFlight(ctx context.Context, claim *v1.PersistentVolumeClaim, name string) (*v1.PersistentVolumeClaim, error) {
 	c := claim.DeepCopy()
 	changed := inflight.Record(c, p.o.Driver.DriverName(), name)
-	if handle := source.GetVolume().GetVolumeId(); handle != "" && c.Annotations[inflight.AnnSource] != handle {
-		c.Annotations[inflight.AnnSource] = handle
+	if p.o.Node != nil && c.Annotations[inflight.AnnNode] != p.o.Node.NodeName {
+		c.Annotations[inflight.AnnNode] = p.o.Node.NodeName
 		changed = true
 	}
-	if handle := source.GetSnapshot().GetSnapshotId(); handle != "" && c.Annotations[inflight.AnnSnapshot] != handle {
-		c.Annotations[inflight.AnnSnapshot] = handle
-		changed = true
+	for _, old := range []string{inflight.AnnSource, inflight.AnnSnapshot} {
+		if _, ok := c.Annotations[old]; ok {
+			delete(c.Annotations, old) // an earlier version's, trusted no more
+			changed = true
+		}
 	}
 	if !changed {
 		return claim, nil
@@ -56,18 +59,17 @@ func (p *Provisioner) recordInFlight(ctx context.Context, claim *v1.PersistentVo
 	return out, nil
 }
 
-// recordedSource is the clone source or snapshot an in-flight record
-// keeps, nil for none.
-func recordedSource(claim *v1.PersistentVolumeClaim) *csi.VolumeContentSource {
-	if handle := claim.Annotations[inflight.AnnSnapshot]; handle != "" {
-		return snapshotContentSource(handle)
+// recordedElsewhere, in node-deployment mode, is the other node whose
+// provisioner holds the claim's record ("" for none): its local volume
+// must be cleaned up before this node makes one.
+func (p *Provisioner) recordedElsewhere(claim *v1.PersistentVolumeClaim) string {
+	if p.o.Node == nil || !inflight.Holds(claim) {
+		return ""
 	}
-	handle := claim.Annotations[inflight.AnnSource]
-	if handle == "" {
-		return nil
+	if node := claim.Annotations[inflight.AnnNode]; node != "" && node != p.o.Node.NodeName {
+		return node
 	}
-	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
-		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: handle}}}
+	return ""
 }
 
 // forgetInFlight removes the record: first with one write on the claim as
@@ -110,9 +112,11 @@ func updateClaim(ctx context.Context, client kubernetes.Interface, namespace, na
 }
 
 // reschedule hands a claim back to the scheduler: it removes the selected
-// node (and the in-flight record: the driver made nothing). The library
-// would do the same from its cached claim, which our own writes have
-// usually made stale, so we do it from a fresh read.
+// node. The in-flight record stays: an earlier CreateVolume may have made
+// the volume (one that timed out, then ResourceExhausted); in
+// node-deployment mode the record's node cleans it up once the claim has
+// moved. The library would remove the node from its cached claim, which
+// our own writes have usually made stale, so we do it from a fresh read.
 func (p *Provisioner) reschedule(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
 	return updateClaim(ctx, p.o.Client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
 		if c.UID != claim.UID {
@@ -120,8 +124,7 @@ func (p *Provisioner) reschedule(ctx context.Context, claim *v1.PersistentVolume
 		}
 		_, selected := c.Annotations[storagehelpers.AnnSelectedNode]
 		delete(c.Annotations, storagehelpers.AnnSelectedNode)
-		had := inflight.Forget(c)
-		return selected || had
+		return selected
 	})
 }
 

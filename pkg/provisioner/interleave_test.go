@@ -182,14 +182,20 @@ func TestInterleavings(t *testing.T) {
 			want: want{gone: true},
 		},
 		{
-			name: "CreateVolume fails for good: the record goes, nothing to delete",
+			name: "CreateVolume fails for good: the record stays (an earlier call may have made the volume); deleted, the claim goes",
 			steps: func(e *env) {
 				e.driver.fail = status.Error(codes.InvalidArgument, "no such parameter")
 				if _, state, err := e.provision(e.cachedClaim(testClaim)); err == nil || state != controller.ProvisioningFinished {
 					e.t.Fatalf("Provision: %v %v, want a final error", state, err)
 				}
+				if !inflight.Holds(e.apiClaim(testClaim)) {
+					e.t.Fatal("the record went with a final error")
+				}
+				e.deleteClaim(testClaim)
+				e.refresh()
+				e.settle(testClaim) // the repeated CreateVolume fails the same: no volume
 			},
-			want: want{},
+			want: want{gone: true},
 		},
 		{
 			// Defect 5 of issue 12.
@@ -270,24 +276,20 @@ func TestInterleavings(t *testing.T) {
 		},
 		{
 			// Defect 3 of issue 12.
-			name: "claim bound to a recycled volume while its CreateVolume runs: its own volume stays tracked, and goes with the claim",
+			name: "claim bound to a recycled volume while its CreateVolume runs: its own volume is unused, deleted, and the record goes",
 			steps: func(e *env) {
 				e.savePV(recycled())
 				e.driver.fail, e.driver.made = timeoutErr, true
 				e.driver.during = func(*csi.CreateVolumeRequest) { e.bindTo(recycled()) }
 				e.provision(e.cachedClaim(testClaim))
-				e.refresh()
-				e.settle(testClaim)
 				if c := e.apiClaim(testClaim); !inflight.Holds(c) {
 					e.t.Fatalf("the record went with the bind to another volume: %v", c.Finalizers)
 				}
 				e.driver.fail, e.driver.during = nil, nil
-				e.restart()
-				e.deleteClaim(testClaim)
 				e.refresh()
 				e.settle(testClaim)
 			},
-			want: want{gone: true, event: "VolumeInFlightKept"},
+			want: want{event: "VolumeInFlightUnused"},
 		},
 		{
 			name: "a PV saved but not yet in the cache when the claim is deleted: the API server is asked, nothing deleted",
@@ -342,15 +344,25 @@ func TestInterleavings(t *testing.T) {
 			want: want{record: true},
 		},
 		{
-			// Defect 4 of issue 12: the clean-up needed a live source.
-			name: "a clone deleted while its source is being deleted: clean-up repeats the create from the recorded source",
+			// Defect 4 of issue 12: the clean-up needed a live source. The
+			// cloning protection keeps the source claim while it is deleted,
+			// and the clean-up reads it again (issue 24: not the record).
+			name: "a clone deleted while its source is being deleted: clean-up repeats the create from the source claim",
 			opts: []envOpt{cloning()},
 			claim: newClaim(func(c *v1.PersistentVolumeClaim) {
 				inflight.Record(c, driverNm, testVolume)
-				c.Annotations[inflight.AnnSource] = "h-source"
 				c.Spec.DataSource = &v1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "source"}
 			}),
 			steps: func(e *env) {
+				src := newClaim(func(c *v1.PersistentVolumeClaim) {
+					c.Name, c.UID, c.Spec.VolumeName = "source", "source-uid", "pvc-source"
+					c.Status.Phase = v1.ClaimBound
+					c.Finalizers = []string{FinalizerCloneSource}
+				})
+				e.createClaim(src)
+				e.deleteClaim("source")
+				e.savePV(&v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-source"},
+					Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: driverNm, VolumeHandle: "h-source"}}}})
 				e.driver.CreateVolume(e.ctx, &csi.CreateVolumeRequest{Name: testVolume})
 				e.deleteClaim(testClaim)
 				e.refresh()

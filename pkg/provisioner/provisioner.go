@@ -191,7 +191,10 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	if err != nil {
 		return nil, prepareState(err), err
 	}
-	if claim, err = p.recordInFlight(ctx, claim, name, prep.req.VolumeContentSource); err != nil {
+	if node := p.recordedElsewhere(claim); node != "" {
+		return nil, controller.ProvisioningNoChange, fmt.Errorf("waiting for the provisioner of node %s to clean up the volume it may have made for the claim before it was rescheduled", node)
+	}
+	if claim, err = p.recordInFlight(ctx, claim, name); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
 	if err := p.protect(ctx, claim, prep.source); err != nil {
@@ -204,14 +207,13 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 		// driver that takes topology; for others the node did not matter.
 		outcome := Classify(err, nodeSelected && p.o.Topology)
 		logger.Info("CreateVolume failed", "volume", name, "outcome", outcome.String(), "nodeSelected", nodeSelected, "err", err)
-		if outcome != InBackground {
-			// The driver made nothing: no volume to keep track of.
-			forget := p.forgetInFlight
-			if outcome == Reschedule {
-				forget = p.reschedule
-			}
-			if rerr := forget(ctx, claim); rerr != nil {
-				logger.Error(rerr, "Removing the in-flight record")
+		// The record stays, whatever the error: this call made nothing, but
+		// an earlier one may have (it timed out, then the driver answers
+		// AlreadyExists to a changed request, or ResourceExhausted). It goes
+		// with the claim's PV, or with the clean-up.
+		if outcome == Reschedule {
+			if rerr := p.reschedule(ctx, claim); rerr != nil {
+				logger.Error(rerr, "Removing the selected node")
 			}
 		}
 		return nil, outcome.State(), fmt.Errorf("CreateVolume %s: %w", name, err)
@@ -326,19 +328,31 @@ type prepareInput struct {
 func (p *Provisioner) prepare(ctx context.Context, in prepareInput) (*prepared, error) {
 	claim, class, node, name := in.Claim, in.Class, in.Node, in.Name
 	var src *source
-	content := recordedSource(claim)
+	var content *csi.VolumeContentSource
 	if !in.CleanUp {
-		// A deleted claim's clean-up must find its volume whatever these
-		// say. The data source first: a populator's claim is left alone
-		// (as in external-provisioner).
+		// The data source first: a populator's claim is left alone (as in
+		// external-provisioner).
 		var err error
-		if src, err = p.contentSource(ctx, claim); err != nil {
+		if src, err = p.contentSource(ctx, claim, false); err != nil {
 			return nil, err
 		}
 		content = src.volumeContentSource()
 		if err := Supported(claim, p.o.ModifyVolume); err != nil {
 			return nil, err
 		}
+	} else {
+		// A clean-up must find its volume whatever else changed: its source
+		// is read again from what the claim names, checked as for
+		// provisioning (so that it can only be the claim's own source), the
+		// source's protection keeping it there; without one the request
+		// goes without a source, and a driver that wants it answers
+		// AlreadyExists.
+		if s, err := p.contentSource(ctx, claim, true); err == nil {
+			content = s.volumeContentSource()
+		} else {
+			klog.FromContext(ctx).Info("The clean-up's CreateVolume goes without the claim's data source", "err", err)
+		}
+		src = nil
 	}
 	mutable, err := p.mutableParameters(ctx, claim, in.CleanUp)
 	if err != nil {
@@ -378,10 +392,21 @@ func (p *Provisioner) prepare(ctx context.Context, in prepareInput) (*prepared, 
 func (p *Provisioner) secret(ctx context.Context, ref *v1.SecretReference) (map[string]string, error) {
 	s, err := p.o.Client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("reading secret %s/%s: %w", ref.Namespace, ref.Name, err)
+		return nil, &secretError{ref: ref, err: err}
 	}
 	return SecretData(s), nil
 }
+
+// secretError is a secret that could not be read.
+type secretError struct {
+	ref *v1.SecretReference
+	err error
+}
+
+func (e *secretError) Error() string {
+	return fmt.Sprintf("reading secret %s/%s: %v", e.ref.Namespace, e.ref.Name, e.err)
+}
+func (e *secretError) Unwrap() error { return e.err }
 
 // topology gathers the segments the requirement is built from.
 func (p *Provisioner) topology(claim *v1.PersistentVolumeClaim, class *storagev1.StorageClass, node *v1.Node) (*csi.TopologyRequirement, error) {

@@ -2,13 +2,12 @@ package provisioner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/pkg/inflight"
@@ -30,6 +28,11 @@ type InFlightOptions struct {
 	Recorder record.EventRecorder
 	// RateLimiter paces retries (--retry-interval-start and -max).
 	RateLimiter workqueue.TypedRateLimiter[string]
+	// Registerer, if set, takes the abandoned-volume counter.
+	Registerer prometheus.Registerer
+	// Abandoned, if set, is told of each volume whose clean-up can never
+	// complete (the orphan sweep's report list).
+	Abandoned func(name, reason string)
 }
 
 // InFlight settles the claims that carry FinalizerInFlight: once a claim's
@@ -39,16 +42,24 @@ type InFlightOptions struct {
 // external-provisioner's leak when it restarts mid-CreateVolume (EP#486)
 // and its create/delete race (EP#1469).
 type InFlight struct {
-	p        *Provisioner
-	o        InFlightOptions
-	queue    workqueue.TypedRateLimitingInterface[string]
-	handBack bool
+	p         *Provisioner
+	o         InFlightOptions
+	queue     workqueue.TypedRateLimitingInterface[string]
+	handBack  bool
+	abandoned prometheus.Counter
 }
 
 // NewInFlight wires the reconciler to the informers.
 func (p *Provisioner) NewInFlight(o InFlightOptions) (*InFlight, error) {
 	r := &InFlight{p: p, o: o, queue: workqueue.NewTypedRateLimitingQueueWithConfig(o.RateLimiter,
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "in-flight"})}
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "in-flight"}),
+		abandoned: prometheus.NewCounter(prometheus.CounterOpts{Name: "tether_provisioner_abandoned_volumes_total",
+			Help: "Volumes made for a claim and never saved in a PV whose clean-up could never complete (their class or secret is gone for good, or the driver does not say their handle); each is reported in a VolumeCleanupAbandoned event on its StorageClass or CSIDriver."})}
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(r.abandoned); err != nil {
+			return nil, err
+		}
+	}
 	onClaim := func(obj any) {
 		if c, ok := obj.(*v1.PersistentVolumeClaim); ok && slices.Contains(c.Finalizers, FinalizerInFlight) {
 			r.queue.Add(c.Namespace + "/" + c.Name)
@@ -100,37 +111,51 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 	defer unlock()
 	logger := klog.FromContext(ctx).WithValues("pvc", klog.KObj(claim))
 	ctx = klog.NewContext(ctx, logger)
-	in := settleInput{Claim: claim, Volume: p.recordedVolume(claim), Owns: p.ownsVolumeOf(claim),
-		HandedOff: p.handoffs.get(claim.UID), Now: p.now(), HandBack: r.handBack}
-	if in.PV, err = r.volumeNamed(ctx, in.Volume, claim); err != nil {
+	in, err := r.settleInput(ctx, claim, false)
+	if err != nil {
 		return err
 	}
-	if claim.DeletionTimestamp != nil && in.PV == nil && !in.Owns {
-		if in.NodeGone, err = r.nodeGone(ctx, claim); err != nil {
+	step := decideSettle(in)
+	if step.Op == settleCleanUp {
+		// A delete is decided on the API server's word, not the caches':
+		// the claim read again (the same one, still holding the record) and
+		// its PV read from the API.
+		fresh, err := p.o.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && (fresh.UID != claim.UID || !inflight.Holds(fresh))) {
+			return nil // gone, or the record is: nothing left to settle
+		} else if err != nil {
 			return err
 		}
+		claim = fresh
+		if in, err = r.settleInput(ctx, claim, true); err != nil {
+			return err
+		}
+		step = decideSettle(in)
 	}
-	step := decideSettle(in)
 	switch step.Op {
 	case settleKeep:
 		return nil
 	case settleWaitFor:
 		r.queue.AddAfter(key, step.Wait)
 		return nil
-	case settleElsewhere:
-		r.o.Recorder.Eventf(claim, v1.EventTypeNormal, "VolumeInFlightKept",
-			"the claim is bound to %s; its own volume %s, if the driver made it, stays tracked by the in-flight record and is deleted with the claim", claim.Spec.VolumeName, in.Volume)
-		return nil
 	case settleNodeGone:
-		node := claim.Annotations[storagehelpers.AnnSelectedNode]
+		node := recordNode(claim)
 		r.o.Recorder.Eventf(claim, v1.EventTypeWarning, "VolumeInFlightNodeGone",
-			"the selected node %s is deleted: its local volume %s went with it; dropping the in-flight record", node, in.Volume)
+			"the node %s is deleted: its local volume %s went with it; dropping the in-flight record", node, in.Volume)
 		logger.Info("Dropping the in-flight record of a claim whose node is gone", "node", node, "volume", in.Volume)
 	case settleCleanUp:
+		if claim.DeletionTimestamp == nil {
+			r.o.Recorder.Eventf(claim, v1.EventTypeNormal, "VolumeInFlightUnused",
+				"the claim will not use its own volume %s (%s): deleting it", in.Volume, unusedWhy(claim))
+		}
 		if err := r.deleteUnsaved(ctx, claim, in.Volume); err != nil {
-			r.o.Recorder.Event(claim, v1.EventTypeWarning, "ProvisioningCleanupFailed",
-				fmt.Sprintf("the claim was deleted before its volume %s was saved, and the volume cannot be confirmed deleted yet: %v", in.Volume, err))
-			return err
+			var gave *abandonError
+			if !errors.As(err, &gave) {
+				r.o.Recorder.Event(claim, v1.EventTypeWarning, "ProvisioningCleanupFailed",
+					fmt.Sprintf("the volume %s made for the claim is not saved in a PV, and it cannot be confirmed deleted yet: %v", in.Volume, err))
+				return err
+			}
+			r.abandon(ctx, claim, in.Volume, gave)
 		}
 	}
 	if err := p.forgetInFlight(ctx, claim); err != nil {
@@ -138,6 +163,34 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 	}
 	p.handoffs.done(claim.UID)
 	return nil
+}
+
+// settleInput gathers what decideSettle reads about a claim. fromAPI
+// reads the PV from the API server; otherwise the cache is asked, and the
+// API server only when the cache has none and the claim is being deleted.
+func (r *InFlight) settleInput(ctx context.Context, claim *v1.PersistentVolumeClaim, fromAPI bool) (settleInput, error) {
+	p := r.p
+	in := settleInput{Claim: claim, Volume: p.recordedVolume(claim), HandedOff: p.handoffs.get(claim.UID),
+		Now: p.now(), HandBack: r.handBack}
+	in.Owner, in.Moved = p.ownerOf(claim)
+	var err error
+	if in.PV, err = r.volumeNamed(ctx, in.Volume, claim, fromAPI); err != nil {
+		return in, err
+	}
+	if in.PV == nil && in.Owner == ownedElsewhere {
+		if in.NodeGone, err = r.nodeGone(ctx, recordNode(claim)); err != nil {
+			return in, err
+		}
+	}
+	return in, nil
+}
+
+// unusedWhy says why a living claim will not use its own volume.
+func unusedWhy(claim *v1.PersistentVolumeClaim) string {
+	if claim.Spec.VolumeName != "" {
+		return "it is bound to " + claim.Spec.VolumeName
+	}
+	return "it was rescheduled away from node " + claim.Annotations[inflight.AnnNode]
 }
 
 // HandBack settles every in-flight record it can, once, for a switch back
@@ -166,20 +219,25 @@ func (r *InFlight) HandBack(ctx context.Context) ([]string, error) {
 	return left, nil
 }
 
-// volumeNamed returns the PV of a name, whatever its claim, or nil. When
-// the cache has none, the API server is asked only for a claim being
-// deleted, where "no PV" may lead to deleting the volume; otherwise the
-// PV's arrival in the cache queues the claim again.
-func (r *InFlight) volumeNamed(ctx context.Context, name string, claim *v1.PersistentVolumeClaim) (*v1.PersistentVolume, error) {
-	obj, exists, err := r.o.Volumes.GetStore().GetByKey(name)
-	if err != nil {
-		return nil, err
-	}
-	if exists {
-		return obj.(*v1.PersistentVolume), nil
-	}
-	if claim.DeletionTimestamp == nil {
-		return nil, nil
+// volumeNamed returns the saved PV of a name, whatever its claim, or nil.
+// A cached PV without a resourceVersion is the library's own copy of a PV
+// it has not managed to save yet (its queue-store mode adds it to the
+// informer's store): it tracks nothing. When the cache has none, the API
+// server is asked only when fromAPI or for a claim being deleted, where
+// "no PV" may lead to deleting the volume; otherwise the PV's arrival in
+// the cache queues the claim again.
+func (r *InFlight) volumeNamed(ctx context.Context, name string, claim *v1.PersistentVolumeClaim, fromAPI bool) (*v1.PersistentVolume, error) {
+	if !fromAPI {
+		obj, exists, err := r.o.Volumes.GetStore().GetByKey(name)
+		if err != nil {
+			return nil, err
+		}
+		if pv, ok := obj.(*v1.PersistentVolume); exists && ok && pv.ResourceVersion != "" {
+			return pv, nil
+		}
+		if claim.DeletionTimestamp == nil {
+			return nil, nil
+		}
 	}
 	pv, err := r.p.o.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -188,10 +246,9 @@ func (r *InFlight) volumeNamed(ctx context.Context, name string, claim *v1.Persi
 	return pv, err
 }
 
-// nodeGone reports whether a claim's selected node is deleted, on the API
-// server's word (a cache may not know a new node yet).
-func (r *InFlight) nodeGone(ctx context.Context, claim *v1.PersistentVolumeClaim) (bool, error) {
-	name := claim.Annotations[storagehelpers.AnnSelectedNode]
+// nodeGone reports whether a node is deleted, on the API server's word (a
+// cache may not know a new node yet).
+func (r *InFlight) nodeGone(ctx context.Context, name string) (bool, error) {
 	if name == "" {
 		return false, nil
 	}
@@ -205,65 +262,3 @@ func (r *InFlight) nodeGone(ctx context.Context, claim *v1.PersistentVolumeClaim
 	return false, err
 }
 
-// deleteUnsaved finds the volume of a deleted claim again by repeating its
-// CreateVolume, and deletes it. A final CreateVolume error means the driver
-// has no such volume.
-func (r *InFlight) deleteUnsaved(ctx context.Context, claim *v1.PersistentVolumeClaim, name string) error {
-	className := storagehelpers.GetPersistentVolumeClaimClass(claim)
-	class, err := r.o.Classes.Get(className)
-	if err != nil {
-		return fmt.Errorf("its StorageClass %q is needed to find the volume: %w", className, err)
-	}
-	var node *v1.Node
-	if nodeName := claim.Annotations[storagehelpers.AnnSelectedNode]; nodeName != "" {
-		node, _ = r.p.o.Nodes.Get(nodeName)
-	}
-	prep, err := r.p.prepare(ctx, prepareInput{Claim: claim, Class: class, Node: node, Name: name, CleanUp: true})
-	if err != nil {
-		return err
-	}
-	resp, err := r.p.o.Driver.CreateVolume(ctx, prep.req)
-	if err != nil {
-		if volumeAbsent(err) {
-			klog.FromContext(ctx).Info("The driver has no volume for the deleted claim", "volume", name, "err", err)
-			return nil
-		}
-		return err
-	}
-	handle := resp.GetVolume().GetVolumeId()
-	if pv := r.volumeWithHandle(handle); pv != nil {
-		klog.FromContext(ctx).Info("A PV tracks the deleted claim's volume: keeping it", "volume", name, "handle", handle, "pv", klog.KObj(pv))
-		return nil
-	}
-	_, err = r.p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: handle, Secrets: prep.req.Secrets})
-	return err
-}
-
-// volumeWithHandle returns a cached PV of this driver with the volume
-// handle, or nil. It scans the cache: it runs only for deleted claims
-// whose PV was never saved, which are rare.
-func (r *InFlight) volumeWithHandle(handle string) *v1.PersistentVolume {
-	driver := r.p.o.Driver.DriverName()
-	for _, obj := range r.o.Volumes.GetStore().List() {
-		if pv, ok := obj.(*v1.PersistentVolume); ok && pv.Spec.CSI != nil && pv.Spec.CSI.Driver == driver && pv.Spec.CSI.VolumeHandle == handle {
-			return pv
-		}
-	}
-	return nil
-}
-
-// ownsVolumeOf reports whether this provisioner's driver holds a claim's
-// in-flight volume: always, except in node-deployment mode, where only the
-// provisioner of the claim's selected node does. (Found by the chaos run:
-// another node's driver answered "not here", which was taken for "no
-// volume", and the volume on the right node leaked.)
-func (p *Provisioner) ownsVolumeOf(claim *v1.PersistentVolumeClaim) bool {
-	return p.o.Node == nil || claim.Annotations[storagehelpers.AnnSelectedNode] == p.o.Node.NodeName
-}
-
-// volumeAbsent reports whether a repeated CreateVolume's error proves that
-// no volume of that name exists: a final error does, except AlreadyExists,
-// which says that one does (with other parameters).
-func volumeAbsent(err error) bool {
-	return Classify(err, false) == Final && status.Code(err) != codes.AlreadyExists
-}

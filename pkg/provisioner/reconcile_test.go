@@ -9,13 +9,18 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-csi/tether/pkg/inflight"
 )
 
-func TestOwnsVolumeOf(t *testing.T) {
-	onNode := func(node string) *v1.PersistentVolumeClaim {
-		c := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c"}}
-		if node != "" {
-			c.Annotations = map[string]string{"volume.kubernetes.io/selected-node": node}
+func TestOwnerOf(t *testing.T) {
+	claim := func(selected, recorded string) *v1.PersistentVolumeClaim {
+		c := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Annotations: map[string]string{}}}
+		if selected != "" {
+			c.Annotations["volume.kubernetes.io/selected-node"] = selected
+		}
+		if recorded != "" {
+			c.Annotations[inflight.AnnNode] = recorded
 		}
 		return c
 	}
@@ -25,17 +30,22 @@ func TestOwnsVolumeOf(t *testing.T) {
 		name  string
 		p     *Provisioner
 		claim *v1.PersistentVolumeClaim
-		want  bool
+		owner recordOwner
+		moved bool
 	}{
-		{"centralised provisioner, any claim", central, onNode("node-2"), true},
-		{"centralised provisioner, no node", central, onNode(""), true},
-		{"node mode, this node's claim", node1, onNode("node-1"), true},
-		{"node mode, another node's claim (the chaos leak)", node1, onNode("node-2"), false},
-		{"node mode, no selected node", node1, onNode(""), false},
+		{"centralised provisioner, any claim", central, claim("node-2", ""), ownedHere, false},
+		{"centralised provisioner, no node", central, claim("", ""), ownedHere, false},
+		{"node mode, this node's record", node1, claim("node-1", "node-1"), ownedHere, false},
+		{"node mode, this node's record, claim rescheduled", node1, claim("", "node-1"), ownedHere, true},
+		{"node mode, this node's record, claim now on node-2", node1, claim("node-2", "node-1"), ownedHere, true},
+		{"node mode, an older record: the selected node's", node1, claim("node-1", ""), ownedHere, false},
+		{"node mode, another node's record (the chaos leak)", node1, claim("node-1", "node-2"), ownedElsewhere, false},
+		{"node mode, an older record of another node", node1, claim("node-2", ""), ownedElsewhere, false},
+		{"node mode, no node at all", node1, claim("", ""), ownedByNone, false},
 	}
 	for _, tt := range tests {
-		if got := tt.p.ownsVolumeOf(tt.claim); got != tt.want {
-			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+		if owner, moved := tt.p.ownerOf(tt.claim); owner != tt.owner || moved != tt.moved {
+			t.Errorf("%s: got %v %v, want %v %v", tt.name, owner, moved, tt.owner, tt.moved)
 		}
 	}
 }

@@ -1,9 +1,11 @@
 package provisioner
 
 import (
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/tether-csi/tether/pkg/inflight"
 )
@@ -17,25 +19,40 @@ const (
 	settleKeep settleOp = iota
 	// settleWaitFor requeues the claim after the step's wait.
 	settleWaitFor
-	// settleForget drops the record: a PV tracks the volume.
+	// settleForget drops the record: a PV tracks the volume, or tracked it
+	// once, or no volume can exist.
 	settleForget
-	// settleCleanUp finds the unsaved volume of a deleted claim again,
-	// deletes it, and drops the record.
+	// settleCleanUp finds the unsaved volume again, deletes it, and drops
+	// the record: the claim is deleted, or will never use the volume (it is
+	// bound to another one, or in node-deployment mode it moved to another
+	// node).
 	settleCleanUp
-	// settleNodeGone drops the record of a node-mode claim whose selected
+	// settleNodeGone drops the record of a node-mode claim whose record's
 	// node is deleted: its local volume went with the node.
 	settleNodeGone
-	// settleElsewhere keeps the record of a claim bound to a volume other
-	// than its own, and says so: the claim's own volume may exist, and is
-	// cleaned up when the claim is deleted.
-	settleElsewhere
+)
+
+// recordOwner says which provisioner a record belongs to.
+type recordOwner int
+
+const (
+	// ownedHere: this provisioner made the call the record stands for
+	// (always, but in node-deployment mode).
+	ownedHere recordOwner = iota
+	// ownedElsewhere: another node's provisioner did.
+	ownedElsewhere
+	// ownedByNone: in node-deployment mode, a record that names no node
+	// and whose claim has no selected node: no provisioner calls
+	// CreateVolume without first recording its node, so no volume exists.
+	ownedByNone
 )
 
 // settleInput is what the decision reads.
 type settleInput struct {
 	Claim *v1.PersistentVolumeClaim
-	// Volume is the name the record is for; PV, when not nil, is the PV of
-	// that name, whatever its claim.
+	// Volume is the name the record is for, derived from the claim's UID
+	// (see Provisioner.recordedVolume); PV, when not nil, is the saved PV
+	// of that name, whatever its claim.
 	Volume string
 	PV     *v1.PersistentVolume
 	// HandedOff is when this process last returned the claim's PV to the
@@ -43,10 +60,12 @@ type settleInput struct {
 	// Provision returns, with retries; until then "no PV" does not mean
 	// "unsaved".
 	HandedOff time.Time
-	// Owns: this provisioner's driver holds the claim's volume (always,
-	// except in node-deployment mode). NodeGone: in node-deployment mode,
-	// the claim's selected node is deleted.
-	Owns, NodeGone bool
+	// Owner says whose record it is. Moved: in node-deployment mode, the
+	// claim's selected node is no longer the record's node (the claim was
+	// rescheduled). NodeGone: the record's node is deleted.
+	Owner          recordOwner
+	Moved          bool
+	NodeGone       bool
 	Now            time.Time
 	// HandBack: the upstream pair takes over (provisioner --hand-back): a
 	// record whose PV is saved goes at once, not after the binder's grace.
@@ -64,13 +83,15 @@ type settleStep struct {
 // library tries five times, ten seconds apart.
 const saveGrace = 90 * time.Second
 
-// saveRecheck is how often a deleted claim whose PV is being saved is
-// looked at again.
+// saveRecheck is how often a claim whose PV is being saved is looked at
+// again.
 const saveRecheck = 5 * time.Second
 
 // decideSettle says what to do with a claim that holds the in-flight
-// record. It never deletes a volume a PV names, and deletes a volume only
-// for a claim that is being deleted, when this provisioner made it.
+// record. It never deletes a volume a PV names or named: a claim bound to
+// the record's volume had its PV saved once, whatever became of that PV.
+// It deletes only a volume this provisioner made for this very claim,
+// once the claim is deleted or can never use it.
 func decideSettle(in settleInput) settleStep {
 	claim, pv := in.Claim, in.PV
 	deleting := claim.DeletionTimestamp != nil
@@ -85,17 +106,23 @@ func decideSettle(in settleInput) settleStep {
 		}
 		return settleStep{Op: settleForget}
 	}
-	if !deleting {
-		if claim.Spec.VolumeName != "" && claim.Spec.VolumeName != in.Volume {
-			return settleStep{Op: settleElsewhere}
-		}
-		return settleStep{Op: settleKeep}
+	if claim.Spec.VolumeName == in.Volume {
+		// Bound to its own volume: its PV was saved once, and that PV's
+		// reclaim policy, not the record, says what becomes of the volume.
+		return settleStep{Op: settleForget}
 	}
-	if !in.Owns {
+	switch in.Owner {
+	case ownedByNone:
+		return settleStep{Op: settleForget}
+	case ownedElsewhere:
 		if in.NodeGone {
 			return settleStep{Op: settleNodeGone}
 		}
-		return settleStep{Op: settleKeep} // another node's provisioner cleans it up
+		return settleStep{Op: settleKeep} // the other node's provisioner settles it
+	}
+	unused := deleting || claim.Spec.VolumeName != "" || in.Moved
+	if !unused {
+		return settleStep{Op: settleKeep}
 	}
 	if !in.HandedOff.IsZero() && in.Now.Sub(in.HandedOff) < saveGrace {
 		return settleStep{Op: settleWaitFor, Wait: saveRecheck}
@@ -125,12 +152,25 @@ func settleWait(claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, now ti
 	return max(0, binderGrace-now.Sub(pv.CreationTimestamp.Time))
 }
 
-// recordedVolume is the volume name a claim's record is for: the one it
-// names, or for a record of an older tether, the name derived from the
-// claim's UID.
+// recordedVolume is the volume name a claim's record is for: the name
+// derived from the claim's UID under this provisioner's settings. The
+// record's own annotation is a namespace user's to write, so it is taken
+// only when it names a volume of this very claim: the derived name, or a
+// name ending in the claim's whole UID (a record made under another
+// --volume-name-prefix). A record that names any other volume (forged, or
+// made under another --volume-name-uuid-length) stands for the derived
+// name: a repeated CreateVolume of it can only reach this claim's volume.
 func (p *Provisioner) recordedVolume(claim *v1.PersistentVolumeClaim) string {
-	if _, name, ok := inflight.Volume(claim); ok {
+	derived := VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
+	if _, name, ok := inflight.Volume(claim); ok && claim.UID != "" && strings.HasSuffix(name, "-"+string(claim.UID)) &&
+		validVolumeName(name) {
 		return name
 	}
-	return VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
+	return derived
+}
+
+// validVolumeName reports whether name can be a PV's name (a DNS
+// subdomain), the form every volume name tether makes has.
+func validVolumeName(name string) bool {
+	return len(validation.IsDNS1123Subdomain(name)) == 0
 }

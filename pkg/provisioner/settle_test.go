@@ -29,28 +29,35 @@ func TestDecideSettle(t *testing.T) {
 		claim     *v1.PersistentVolumeClaim
 		pv        *v1.PersistentVolume
 		handedOff time.Duration // ago; 0 for none
-		owns      bool
+		owner     recordOwner
+		moved     bool
 		nodeGone  bool
 		want      settleStep
 	}{
-		{"saved PV, claim not bound yet: left to the binder's bind write", newClaim(), pv(own, time.Second), 0, true, false, settleStep{Op: settleWaitFor, Wait: binderGrace - time.Second}},
-		{"saved PV, the binder's grace is over", newClaim(), pv(own, binderGrace), 0, true, false, settleStep{Op: settleForget}},
-		{"saved PV, claim bound", newClaim(boundTo(testVolume)), pv(own, 0), 0, true, false, settleStep{Op: settleForget}},
-		{"saved PV, claim deleted", newClaim(deleted), pv(own, 0), 0, true, false, settleStep{Op: settleForget}},
-		{"PV of the name for another claim: tracked, never deleted", newClaim(deleted), pv("other", 0), 0, true, false, settleStep{Op: settleForget}},
-		{"PV of the name with no claim: tracked, never deleted", newClaim(deleted), pv("", 0), 0, true, false, settleStep{Op: settleForget}},
-		{"no PV, claim lives: the library provisions", newClaim(), nil, 0, true, false, settleStep{Op: settleKeep}},
-		{"no PV, claim bound to another volume: kept, said", newClaim(boundTo("pvc-recycled")), nil, 0, true, false, settleStep{Op: settleElsewhere}},
-		{"no PV, claim deleted, PV just handed to the library: wait for its save", newClaim(deleted), nil, time.Second, true, false, settleStep{Op: settleWaitFor, Wait: saveRecheck}},
-		{"no PV, claim deleted, hand-off long ago: clean up", newClaim(deleted), nil, saveGrace + time.Second, true, false, settleStep{Op: settleCleanUp}},
-		{"no PV, claim deleted, no hand-off: clean up", newClaim(deleted), nil, 0, true, false, settleStep{Op: settleCleanUp}},
-		{"no PV, claim deleted, another node's volume", newClaim(deleted), nil, 0, false, false, settleStep{Op: settleKeep}},
-		{"no PV, claim deleted, its node is gone", newClaim(deleted), nil, 0, false, true, settleStep{Op: settleNodeGone}},
-		{"hand-back: saved PV, claim not bound yet: dropped at once", newClaim(hand), pv(own, time.Second), 0, true, false, settleStep{Op: settleForget}},
+		{"saved PV, claim not bound yet: left to the binder's bind write", newClaim(), pv(own, time.Second), 0, ownedHere, false, false, settleStep{Op: settleWaitFor, Wait: binderGrace - time.Second}},
+		{"saved PV, the binder's grace is over", newClaim(), pv(own, binderGrace), 0, ownedHere, false, false, settleStep{Op: settleForget}},
+		{"saved PV, claim bound", newClaim(boundTo(testVolume)), pv(own, 0), 0, ownedHere, false, false, settleStep{Op: settleForget}},
+		{"saved PV, claim deleted", newClaim(deleted), pv(own, 0), 0, ownedHere, false, false, settleStep{Op: settleForget}},
+		{"PV of the name for another claim: tracked, never deleted", newClaim(deleted), pv("other", 0), 0, ownedHere, false, false, settleStep{Op: settleForget}},
+		{"PV of the name with no claim: tracked, never deleted", newClaim(deleted), pv("", 0), 0, ownedHere, false, false, settleStep{Op: settleForget}},
+		{"no PV, claim lives: the library provisions", newClaim(), nil, 0, ownedHere, false, false, settleStep{Op: settleKeep}},
+		{"no PV, claim bound to its own volume: its PV was saved once, never deleted", newClaim(boundTo(testVolume)), nil, 0, ownedHere, false, false, settleStep{Op: settleForget}},
+		{"no PV, deleted claim bound to its own volume (Lost): never deleted", newClaim(deleted, boundTo(testVolume)), nil, 0, ownedHere, false, false, settleStep{Op: settleForget}},
+		{"no PV, claim bound to another volume: its own is unused, cleaned up", newClaim(boundTo("pvc-recycled")), nil, 0, ownedHere, false, false, settleStep{Op: settleCleanUp}},
+		{"no PV, claim bound to another volume, PV just handed off: wait for its save", newClaim(boundTo("pvc-recycled")), nil, time.Second, ownedHere, false, false, settleStep{Op: settleWaitFor, Wait: saveRecheck}},
+		{"no PV, claim deleted, PV just handed to the library: wait for its save", newClaim(deleted), nil, time.Second, ownedHere, false, false, settleStep{Op: settleWaitFor, Wait: saveRecheck}},
+		{"no PV, claim deleted, hand-off long ago: clean up", newClaim(deleted), nil, saveGrace + time.Second, ownedHere, false, false, settleStep{Op: settleCleanUp}},
+		{"no PV, claim deleted, no hand-off: clean up", newClaim(deleted), nil, 0, ownedHere, false, false, settleStep{Op: settleCleanUp}},
+		{"node mode: claim rescheduled away from the record's node: clean up there", newClaim(), nil, 0, ownedHere, true, false, settleStep{Op: settleCleanUp}},
+		{"node mode: claim deleted, another node's volume", newClaim(deleted), nil, 0, ownedElsewhere, false, false, settleStep{Op: settleKeep}},
+		{"node mode: claim lives, another node's record", newClaim(), nil, 0, ownedElsewhere, false, false, settleStep{Op: settleKeep}},
+		{"node mode: the record's node is gone", newClaim(deleted), nil, 0, ownedElsewhere, false, true, settleStep{Op: settleNodeGone}},
+		{"node mode: a record of no node: nothing was made", newClaim(deleted), nil, 0, ownedByNone, false, false, settleStep{Op: settleForget}},
+		{"hand-back: saved PV, claim not bound yet: dropped at once", newClaim(hand), pv(own, time.Second), 0, ownedHere, false, false, settleStep{Op: settleForget}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := settleInput{Claim: tt.claim, Volume: testVolume, PV: tt.pv, Owns: tt.owns, NodeGone: tt.nodeGone, Now: now,
+			in := settleInput{Claim: tt.claim, Volume: testVolume, PV: tt.pv, Owner: tt.owner, Moved: tt.moved, NodeGone: tt.nodeGone, Now: now,
 				HandBack: tt.claim.Annotations["hand-back"] == "yes"}
 			if tt.handedOff > 0 {
 				in.HandedOff = now.Add(-tt.handedOff)

@@ -24,8 +24,7 @@ import (
 // AnnAllowVolumeModeChange while --prevent-volume-mode-conversion is on.
 // Provision puts FinalizerSnapshotSource on the snapshot before
 // CreateVolume and SnapshotProtection takes it off once no restore from it
-// is in progress; the in-flight record keeps the snapshot's handle
-// (inflight.AnnSnapshot) for the clean-up of a deleted claim.
+// is in progress, so that the clean-up of a deleted claim finds it again.
 
 // FinalizerSnapshotSource keeps a VolumeSnapshot while a volume is restored
 // from it; external-provisioner uses the same name.
@@ -109,18 +108,22 @@ type SnapshotInput struct {
 	Driver string
 	// PreventVolumeModeConversion is --prevent-volume-mode-conversion.
 	PreventVolumeModeConversion bool
+	// CleanUp: the request repeats a deleted claim's CreateVolume, to find
+	// its volume; a snapshot being deleted is taken.
+	CleanUp bool
 }
 
 // CheckSnapshotSource checks a restore and returns its content source. A
 // snapshot being deleted is taken only by a claim whose restore started
-// already (its in-flight record holds a snapshot handle and the snapshot
-// still carries FinalizerSnapshotSource): a repeated CreateVolume must find
-// the same volume. It is pure.
+// already (it holds the in-flight record and the snapshot still carries
+// FinalizerSnapshotSource), or by a clean-up: a repeated CreateVolume must
+// find the same volume. The snapshot's handle comes from its bound
+// content, never from the claim. It is pure.
 func CheckSnapshotSource(in SnapshotInput) (*csi.VolumeContentSource, error) {
 	snap, content, claim := in.Snapshot, in.Content, in.Claim
 	name := snap.Name
-	started := inflight.Holds(claim) && claim.Annotations[inflight.AnnSnapshot] != ""
-	if snap.DeletionTimestamp != nil && !(started && slices.Contains(snap.Finalizers, FinalizerSnapshotSource)) {
+	started := inflight.Holds(claim) && slices.Contains(snap.Finalizers, FinalizerSnapshotSource)
+	if snap.DeletionTimestamp != nil && !started && !in.CleanUp {
 		return nil, fmt.Errorf("snapshot %s is being deleted", name)
 	}
 	if snap.Status == nil || deref(snap.Status.BoundVolumeSnapshotContentName) == "" {
@@ -143,9 +146,6 @@ func CheckSnapshotSource(in SnapshotInput) (*csi.VolumeContentSource, error) {
 		return nil, fmt.Errorf("snapshot %s: its VolumeSnapshotContent %s has no snapshot handle yet", name, contentName)
 	}
 	handle := *content.Status.SnapshotHandle
-	if started && snap.DeletionTimestamp != nil && claim.Annotations[inflight.AnnSnapshot] != handle {
-		return nil, fmt.Errorf("snapshot %s is being deleted", name)
-	}
 	if size := snap.Status.RestoreSize; size != nil {
 		want := claim.Spec.Resources.Requests[v1.ResourceStorage]
 		if want.Cmp(*size) < 0 {
@@ -185,7 +185,7 @@ func (s *source) volumeContentSource() *csi.VolumeContentSource {
 // contentSource reads and checks a claim's data source. A kind that is
 // neither a claim nor a VolumeSnapshot is left to a volume populator: an
 // IgnoredError, which the library neither retries nor reports.
-func (p *Provisioner) contentSource(ctx context.Context, claim *v1.PersistentVolumeClaim) (*source, error) {
+func (p *Provisioner) contentSource(ctx context.Context, claim *v1.PersistentVolumeClaim, cleanUp bool) (*source, error) {
 	ds, err := DataSourceOf(claim)
 	if err != nil {
 		return nil, err
@@ -194,13 +194,13 @@ func (p *Provisioner) contentSource(ctx context.Context, claim *v1.PersistentVol
 	case NoSource:
 		return nil, nil
 	case CloneSource:
-		content, src, err := p.cloneSource(ctx, claim, ds.Name)
+		content, src, err := p.cloneSource(ctx, claim, ds.Name, cleanUp)
 		if err != nil {
 			return nil, err
 		}
 		return &source{content: content, claim: src}, nil
 	case SnapshotSource:
-		return p.snapshotSource(ctx, claim, ds.Name)
+		return p.snapshotSource(ctx, claim, ds.Name, cleanUp)
 	}
 	return nil, &controller.IgnoredError{Reason: fmt.Sprintf("the data source %s %q (group %q) is left to a volume populator", ds.TypeKind, ds.Name, ds.Group)}
 }
@@ -208,7 +208,7 @@ func (p *Provisioner) contentSource(ctx context.Context, claim *v1.PersistentVol
 // snapshotSource reads a restore's snapshot and content (from the API
 // server: a cache may not show a fresh ready state or deletion) and checks
 // them.
-func (p *Provisioner) snapshotSource(ctx context.Context, claim *v1.PersistentVolumeClaim, name string) (*source, error) {
+func (p *Provisioner) snapshotSource(ctx context.Context, claim *v1.PersistentVolumeClaim, name string, cleanUp bool) (*source, error) {
 	if !p.o.Snapshots {
 		return nil, fmt.Errorf("the driver %s cannot restore snapshots (no CREATE_DELETE_SNAPSHOT capability)", p.o.Driver.DriverName())
 	}
@@ -227,7 +227,7 @@ func (p *Provisioner) snapshotSource(ctx context.Context, claim *v1.PersistentVo
 		}
 	}
 	cs, err := CheckSnapshotSource(SnapshotInput{Claim: claim, Snapshot: snap, Content: content, Driver: p.o.Driver.DriverName(),
-		PreventVolumeModeConversion: p.o.PreventVolumeModeConversion})
+		PreventVolumeModeConversion: p.o.PreventVolumeModeConversion, CleanUp: cleanUp})
 	if err != nil {
 		return nil, err
 	}

@@ -49,11 +49,14 @@ func restoreOf(name string) claimOpt {
 	}
 }
 
-// restoring is a claim whose restore started: its record holds the handle.
+// restoring is a claim whose restore started: it holds the record (an
+// earlier version's record also held a snapshot handle, no longer trusted).
 func restoring(handle string) claimOpt {
 	return func(c *v1.PersistentVolumeClaim) {
 		inflight.Record(c, driverNm, testVolume)
-		c.Annotations[inflight.AnnSnapshot] = handle
+		if handle != "" {
+			c.Annotations[inflight.AnnSnapshot] = handle
+		}
 	}
 }
 
@@ -153,8 +156,7 @@ func TestCheckSnapshotSource(t *testing.T) {
 			change: func(s *snapv1.VolumeSnapshot, _ *snapv1.VolumeSnapshotContent) {
 				s.DeletionTimestamp, s.Finalizers = &metav1.Time{}, []string{"snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"}
 			}},
-		{name: "being deleted, the claim's record names another snapshot handle", claim: newClaim(restoreOf(testSnap), restoring("older")),
-			wantErr: "is being deleted",
+		{name: "being deleted, the claim's record names another snapshot handle: the content's handle is taken, not the claim's", claim: newClaim(restoreOf(testSnap), restoring("forged")),
 			change: func(s *snapv1.VolumeSnapshot, _ *snapv1.VolumeSnapshotContent) {
 				s.DeletionTimestamp, s.Finalizers = &metav1.Time{}, []string{FinalizerSnapshotSource}
 			}},
@@ -185,7 +187,7 @@ func TestPopulatorSourceIgnored(t *testing.T) {
 	claim := newClaim(func(c *v1.PersistentVolumeClaim) {
 		c.Spec.DataSourceRef = &v1.TypedObjectReference{APIGroup: ptr.To("hello.example.com"), Kind: "Hello", Name: "x"}
 	})
-	_, err := p.contentSource(t.Context(), claim)
+	_, err := p.contentSource(t.Context(), claim, false)
 	var ignored *controller.IgnoredError
 	if !errors.As(err, &ignored) {
 		t.Fatalf("a populator's data source: %v, want an IgnoredError", err)
