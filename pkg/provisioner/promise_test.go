@@ -148,7 +148,11 @@ func TestRescheduleAfterTimeoutCleansFirstNode(t *testing.T) {
 		t.Fatalf("after the reschedule the record is %v %v, want it kept for node-1", c.Finalizers, c.Annotations)
 	}
 	// node-2 may not provision until node-1 has cleaned up.
-	node2, err := New(func() Options { o := e.p.o; o.Node = &NodeDeployment{NodeName: "node-2", BaseDelay: 1, MaxDelay: 1}; return o }())
+	node2, err := New(func() Options {
+		o := e.p.o
+		o.Node = &NodeDeployment{NodeName: "node-2", BaseDelay: 1, MaxDelay: 1}
+		return o
+	}())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -261,4 +261,3 @@ func (r *InFlight) nodeGone(ctx context.Context, name string) (bool, error) {
 	}
 	return false, err
 }
-

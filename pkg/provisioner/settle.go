@@ -63,10 +63,10 @@ type settleInput struct {
 	// Owner says whose record it is. Moved: in node-deployment mode, the
 	// claim's selected node is no longer the record's node (the claim was
 	// rescheduled). NodeGone: the record's node is deleted.
-	Owner          recordOwner
-	Moved          bool
-	NodeGone       bool
-	Now            time.Time
+	Owner    recordOwner
+	Moved    bool
+	NodeGone bool
+	Now      time.Time
 	// HandBack: the upstream pair takes over (provisioner --hand-back): a
 	// record whose PV is saved goes at once, not after the binder's grace.
 	HandBack bool
