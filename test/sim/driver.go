@@ -50,10 +50,12 @@ type backend struct {
 	byName  map[string]string         // node/name to ID
 	pending []*pendingCreate
 	ids     int
+	// alreadyExists: names for which CreateVolume answered AlreadyExists.
+	alreadyExists map[string]bool
 }
 
 func newBackend(w *World) *backend {
-	return &backend{w: w, vols: map[string]*backendVolume{}, byName: map[string]string{}}
+	return &backend{w: w, vols: map[string]*backendVolume{}, byName: map[string]string{}, alreadyExists: map[string]bool{}}
 }
 
 // driver is the CSI driver as one provisioner sees it (in node mode, the
@@ -117,6 +119,7 @@ func (d *driver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 		v := d.b.vols[id]
 		if v.Request != rk || v.Source != sourceOf(req) {
 			w.tracef("  csi CreateVolume %s: AlreadyExists (asked %q, has %q)", key, rk, v.Request)
+			d.b.alreadyExists[req.GetName()] = true
 			return nil, status.Error(codes.AlreadyExists, "a volume of this name exists with other parameters")
 		}
 		w.tracef("  csi CreateVolume %s: exists, %s", key, id)

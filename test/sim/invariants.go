@@ -42,24 +42,26 @@ func (w *World) checkCreate(d *driver, req *csi.CreateVolumeRequest) {
 // not own.
 func (w *World) checkDelete(v *backendVolume) {
 	if v.Other {
-		w.violate("DeleteVolume of %s (%s), made by another cluster", v.ID, v.Name)
+		w.violate("%s: DeleteVolume of %s (%s), made by another cluster", w.who, v.ID, v.Name)
 		return
 	}
 	if w.api.retained[v.ID] || w.api.retained[v.Name] {
-		w.violate("DeleteVolume of %s (%s), which a Retain PV named", v.ID, v.Name)
+		w.violate("%s: DeleteVolume of %s (%s), which a Retain PV named", w.who, v.ID, v.Name)
 	}
 	for _, pv := range w.api.volumes() {
 		if pv.Name == w.deleting {
 			continue
 		}
 		if pv.Name == v.Name || pv.Spec.CSI != nil && pv.Spec.CSI.Driver == driverName && pv.Spec.CSI.VolumeHandle == v.ID {
-			w.violate("DeleteVolume of %s (%s), which PV %s names", v.ID, v.Name, pv.Name)
+			w.violate("%s: DeleteVolume of %s (%s), which PV %s names", w.who, v.ID, v.Name, pv.Name)
 		}
 	}
 	uid := uidOfName(v.Name)
 	for _, c := range w.api.claims() {
-		if string(c.UID) == uid && c.DeletionTimestamp == nil {
-			w.violate("DeleteVolume of %s (%s), the volume of live claim %s/%s", v.ID, v.Name, c.Namespace, c.Name)
+		// The library deletes a Released PV's volume whatever its claim
+		// does (a claim bound to another volume releases its own PV).
+		if string(c.UID) == uid && c.DeletionTimestamp == nil && w.deleting == "" {
+			w.violate("%s: DeleteVolume of %s (%s), the volume of live claim %s/%s", w.who, v.ID, v.Name, c.Namespace, c.Name)
 		}
 	}
 	if c := w.cleanup; c != nil && v.Name != ownName(c) {
@@ -109,9 +111,29 @@ func (w *World) checkStep() {
 		if n > 0 || records[v.Name] > 0 || w.exempt(v) {
 			continue
 		}
-		w.violate("volume %s (%s) is tracked by no PV and no in-flight record", v.ID, v.Name)
-		v.Other = true // report a leak once
+		w.violate("volume %s (%s) is tracked by no PV and no in-flight record%s", v.ID, v.Name, w.leakHint(v))
 	}
+}
+
+// leakHint says what may have dropped a volume's tracking: an
+// AlreadyExists answer, or the library's unsaved PV in the cache.
+func (w *World) leakHint(v *backendVolume) string {
+	var hints []string
+	if w.back.alreadyExists[v.Name] {
+		hints = append(hints, "after CreateVolume answered AlreadyExists")
+	}
+	if p := w.prov; p != nil {
+		if obj, ok, _ := p.caches.inf[rVolumes].indexer.GetByKey(v.Name); ok && obj.(*v1.PersistentVolume).ResourceVersion == "" {
+			hints = append(hints, "the library's unsaved PV is in the cache")
+		}
+		if p.lib.unsaved[v.Name] != nil {
+			hints = append(hints, "the library retries its PV in memory")
+		}
+	}
+	if len(hints) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(hints, "; ") + ")"
 }
 
 // exempt: volumes an admin keeps (a Retain PV named them), volumes whose

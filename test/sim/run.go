@@ -9,6 +9,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Disabled names the actors left out of a run (make sim SIM_WITHOUT=forge,
+// strip): create, delete, forge, strip, delete-namespace,
+// create-namespace, edit-vac, retain, delete-released, node,
+// recreate-class, static-pv, other-cluster, crash-provisioner,
+// crash-binder, sweep.
+var Disabled = map[string]bool{}
+
 // option is one thing the scheduler may do next.
 type option struct {
 	weight int
@@ -126,27 +133,32 @@ func (w *World) options(settling bool) []option {
 	if !w.actors {
 		return opts
 	}
-	add(4, w.tenantCreate)
-	add(3, w.tenantDelete)
-	add(1, w.tenantForge)
-	add(1, w.tenantStrip)
-	add(1, w.tenantDeleteNamespace)
-	if len(w.liveNamespaces()) < 3 {
-		add(1, w.tenantNamespace)
+	actor := func(name string, weight int, run func() string) {
+		if !Disabled[name] {
+			add(weight, run)
+		}
 	}
-	add(1, w.editVAC)
-	add(1, w.adminRetain)
-	add(1, w.adminDeleteReleased)
-	add(1, w.adminNode)
-	add(1, w.adminRecreateClass)
-	add(1, w.adminStaticPV)
-	add(1, w.otherCluster)
-	add(1, func() string {
+	actor("create", 4, w.tenantCreate)
+	actor("delete", 3, w.tenantDelete)
+	actor("forge", 1, w.tenantForge)
+	actor("strip", 1, w.tenantStrip)
+	actor("delete-namespace", 1, w.tenantDeleteNamespace)
+	if len(w.liveNamespaces()) < 3 {
+		actor("create-namespace", 1, w.tenantNamespace)
+	}
+	actor("edit-vac", 1, w.editVAC)
+	actor("retain", 1, w.adminRetain)
+	actor("delete-released", 1, w.adminDeleteReleased)
+	actor("node", 1, w.adminNode)
+	actor("recreate-class", 1, w.adminRecreateClass)
+	actor("static-pv", 1, w.adminStaticPV)
+	actor("other-cluster", 1, w.otherCluster)
+	actor("crash-provisioner", 1, func() string {
 		w.startProvisioner()
 		return "crash: the provisioner restarts (memory lost, caches re-listed)"
 	})
-	add(1, func() string { w.startBinder(); return "crash: the binder restarts (memory lost, caches re-listed)" })
-	add(1, w.sweep)
+	actor("crash-binder", 1, func() string { w.startBinder(); return "crash: the binder restarts (memory lost, caches re-listed)" })
+	actor("sweep", 1, w.sweep)
 	return opts
 }
 
@@ -162,6 +174,8 @@ func (w *World) work(q *queue, key string) string {
 	q.take(key)
 	ctx := w.ctx
 	var err error
+	w.who = q.name
+	defer func() { w.who = "" }()
 	switch q {
 	case w.prov.lib.claimQ:
 		err = w.prov.lib.syncClaim(ctx, key)
@@ -189,6 +203,8 @@ func (w *World) work(q *queue, key string) string {
 }
 
 func (w *World) sweep() string {
+	w.who = "sweep"
+	defer func() { w.who = "" }()
 	err := w.prov.sweeper.Sweep(w.ctx)
 	return fmt.Sprintf("orphan sweep: %v", err)
 }
@@ -249,7 +265,9 @@ func (w *World) settle(sweeps int) {
 // and claims whose record the tenant wrote. Then tether starts again.
 func (w *World) checkHandBack() {
 	w.startProvisioner()
+	w.who = "hand-back"
 	left, err := w.prov.inflight.HandBack(w.ctx)
+	w.who = ""
 	w.tracef("---- hand-back: left %v, err %v", left, err)
 	for _, key := range left {
 		obj, ok, _ := w.prov.caches.inf[rClaims].indexer.GetByKey(key)

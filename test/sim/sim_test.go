@@ -8,7 +8,7 @@ import (
 )
 
 var (
-	schedules = flag.Int("sim.schedules", 200, "schedules to run")
+	schedules = flag.Int("sim.schedules", 2000, "schedules to run")
 	firstSeed = flag.Int64("sim.seed", 1, "seed of the first schedule")
 )
 

@@ -54,7 +54,9 @@ type World struct {
 	// through Provisioner.Delete; cleanup is the claim whose in-flight
 	// record the reconciler is settling (nil otherwise).
 	deleting string
-	cleanup  *v1.PersistentVolumeClaim
+	// who is the component at work, for the messages.
+	who     string
+	cleanup *v1.PersistentVolumeClaim
 
 	claimNS  map[string]string // claim UID to namespace, for every claim ever made
 	forged   map[string]bool   // claim UIDs whose record the tenant wrote

@@ -18,7 +18,13 @@ func main() {
 	schedules := flag.Int("schedules", 10000, "schedules to run")
 	seed := flag.Int64("seed", 1, "seed of the first schedule")
 	traces := flag.Int("traces", 1, "failing schedules whose trace is printed")
+	without := flag.String("without", "", "actors to leave out, comma-separated (see sim.Disabled)")
 	flag.Parse()
+	for _, a := range strings.Split(*without, ",") {
+		if a != "" {
+			sim.Disabled[a] = true
+		}
+	}
 	s := sim.Run(*seed, *schedules)
 	for i, r := range s.Failed {
 		fmt.Printf("seed %d: %d violations:\n  %s\n", r.Seed, len(r.Violations), strings.Join(r.Violations, "\n  "))
