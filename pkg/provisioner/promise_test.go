@@ -194,6 +194,34 @@ func TestNamespaceGoneAbandonsCleanUp(t *testing.T) {
 	}
 }
 
+// Defect 6, the usual case: the namespace (and its secret) is deleted
+// while the claim's CreateVolume runs in this process: the clean-up uses
+// the secret that CreateVolume was given, and nothing is left.
+func TestNamespaceGoneCleansUpWithTheSecretItUsed(t *testing.T) {
+	e := newEnv(t)
+	e.class.Parameters = kv("csi.storage.k8s.io/provisioner-secret-name", "creds",
+		"csi.storage.k8s.io/provisioner-secret-namespace", "${pvc.namespace}")
+	if _, err := e.client.CoreV1().Secrets(testNS).Create(e.ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "creds"},
+		Data: map[string][]byte{"token": []byte("t")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.createClaim(newClaim())
+	e.driver.fail, e.driver.made = timeoutErr, true
+	e.provision(e.cachedClaim(testClaim))
+	e.driver.fail, e.driver.made = nil, false
+	// The namespace goes: its secret first, then the claim waits for us.
+	if err := e.client.CoreV1().Secrets(testNS).Delete(e.ctx, "creds", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.deleteClaim(testClaim)
+	e.refresh()
+	e.settle(testClaim)
+	e.check(want{gone: true})
+	if last := e.driver.creates[len(e.driver.creates)-1]; last.Secrets["token"] != "t" {
+		t.Errorf("the clean-up's CreateVolume had secrets %v", last.Secrets)
+	}
+}
+
 // Defect 6, without the right to read namespaces: the clean-up retries,
 // then gives up after abandonGrace; the claim never stays for ever.
 func TestMissingSecretAbandonsAfterGrace(t *testing.T) {

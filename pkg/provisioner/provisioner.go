@@ -89,6 +89,9 @@ type Provisioner struct {
 	locks    keyedMutex
 	owners   owners
 	handoffs handoffs
+	// secretsUsed keeps, per claim in flight, the provisioner secret its
+	// CreateVolume was given, for a clean-up that finds it gone.
+	secretsUsed secretsUsed
 	// now is the clock (tests set it).
 	now func() time.Time
 }
@@ -197,6 +200,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	if claim, err = p.recordInFlight(ctx, claim, name); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
+	p.secretsUsed.add(claim.UID, prep.req.Secrets, p.now())
 	if err := p.protect(ctx, claim, prep.source); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
@@ -374,7 +378,15 @@ func (p *Provisioner) prepare(ctx context.Context, in prepareInput) (*prepared, 
 	var secrets map[string]string
 	if ref := out.secretRefs[ProvisionerSecret]; ref != nil {
 		if secrets, err = p.secret(ctx, ref); err != nil {
-			return nil, err
+			known, ok := p.secretsUsed.get(claim.UID)
+			if !in.CleanUp || !ok || !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+			// The secret is gone (with its namespace, most often): the
+			// clean-up uses what this process's CreateVolume for the claim
+			// was given.
+			klog.FromContext(ctx).Info("The clean-up uses the provisioner secret its CreateVolume was given", "err", err)
+			secrets = known
 		}
 	}
 	var topology *csi.TopologyRequirement

@@ -162,6 +162,7 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 		return err
 	}
 	p.handoffs.done(claim.UID)
+	p.secretsUsed.done(claim.UID)
 	return nil
 }
 
