@@ -13,8 +13,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -124,8 +127,11 @@ func run(ctx context.Context, o options) error {
 	_, _ = classInf.Informer().AddEventHandler(deprecatedParamsLogger(ctx, driver))
 
 	host, _ := os.Hostname()
+	// The work under the lease: its CSI calls are counted, and refused once
+	// it stops, so that none outlives the lease (see server.Work).
+	work := &server.Work{}
 	popts := provisioner.Options{
-		Client: client, Driver: conn, Request: o.request,
+		Client: client, Driver: gatedDriver{Conn: conn, calls: &work.Calls}, Request: o.request,
 		Topology: caps.AccessibilityConstraints, StrictTopology: o.strictTopology, ImmediateTopology: o.immediateTopo,
 		Clone: caps.Clone, GetCapacity: caps.GetCapacity,
 		Identity: fmt.Sprintf("%d-%s-%s", time.Now().UnixMilli(), uuid.NewString()[:8], driver),
@@ -254,7 +260,7 @@ func run(ctx context.Context, o options) error {
 	}
 	// The library's PV finalizer Updates go out as patches: EP's ClusterRole
 	// grants patch, not update, on PVs.
-	lib := controller.NewProvisionController(prov.LibraryClient(client), driver, prov, libOpts...)
+	lib := controller.NewProvisionController(prov.LibraryClient(client), driver, gatedProvisioner{prov, &work.Calls}, libOpts...)
 	if o.leader.Name == "" {
 		// As external-provisioner: the lease is named after the driver; in
 		// node-deployment mode, after the driver and the node, so that the
@@ -269,34 +275,100 @@ func run(ctx context.Context, o options) error {
 		return handBack(ctx, factory, inflight, claimInf.Informer().HasSynced, volumeInf.Informer().HasSynced,
 			classInf.Informer().HasSynced, nodeInf.Informer().HasSynced, csiNodeInf.Informer().HasSynced, vaInf.Informer().HasSynced)
 	}
-	err = server.RunElected(ctx, client, o.leader, health, func(ctx context.Context) error {
+	// A CSI call under way gets its whole timeout to end before the lease
+	// is handed back.
+	o.leader.DrainTimeout = max(o.leader.DrainTimeout, o.timeout+5*time.Second)
+	err = server.RunElected(ctx, client, o.leader, health, work.Run(func(ctx context.Context) error {
 		factory.Start(ctx.Done())
 		if !cache.WaitForCacheSync(ctx.Done(), claimInf.Informer().HasSynced, volumeInf.Informer().HasSynced,
 			classInf.Informer().HasSynced, nodeInf.Informer().HasSynced, csiNodeInf.Informer().HasSynced, vaInf.Informer().HasSynced) {
 			return nil // ctx ended
 		}
-		go lib.Run(ctx) // it never returns; the process ends with ctx
-		go inflight.Run(ctx, 4)
-		go static.Run(ctx, 2)
+		// The library's Run never returns and never stops its workers
+		// (v8 ends it in select{}): its Provision and Delete calls are
+		// refused once the work stops (gatedProvisioner), and those under
+		// way are waited for; its goroutines end with the process.
+		work.Go(func(ctx context.Context) {
+			go lib.Run(ctx)
+			<-ctx.Done()
+		})
+		work.Go(func(ctx context.Context) { inflight.Run(ctx, 4) })
+		work.Go(func(ctx context.Context) { static.Run(ctx, 2) })
 		if cloneProtection != nil {
-			go cloneProtection.Run(ctx, int(o.compat.cloningThreads))
+			work.Go(func(ctx context.Context) { cloneProtection.Run(ctx, int(o.compat.cloningThreads)) })
 		}
-		go snaps.run(ctx, int(o.compat.cloningThreads))
+		work.Go(func(ctx context.Context) { snaps.run(ctx, int(o.compat.cloningThreads)) })
 		if sweeper != nil {
-			go sweeper.Run(ctx)
+			work.Go(sweeper.Run)
 		}
 		if publisher != nil {
 			_, _ = classInf.Informer().AddEventHandler(publisher.ClassHandler())
 			_, _ = csiNodeInf.Informer().AddEventHandler(publisher.CSINodeHandler())
 			_, _ = nodeInf.Informer().AddEventHandler(topologyLabelHandler(driver, csiNodeInf.Lister(), publisher.Trigger))
-			go publisher.Run(ctx)
+			work.Go(publisher.Run)
 		}
 		klog.FromContext(ctx).Info("Provisioner started", "driver", driver, "workers", o.workers)
-		<-ctx.Done()
 		return nil
-	})
+	}))
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause
 	}
 	return err
+}
+
+// errStopping refuses a CSI call once the work stops. Unavailable: the
+// provisioner takes it as a call that may have started (it keeps the
+// claim's in-flight record), and the next leader makes it.
+var errStopping = status.Error(codes.Unavailable, "the provisioner is stopping: the call is left to the next leader")
+
+// gatedDriver counts the CreateVolume and DeleteVolume calls in progress
+// and refuses new ones once the work stops, whoever makes them (the
+// library's Provision and Delete, the in-flight reconciler, the static
+// volumes, the sweep). Its other calls are the connection's.
+type gatedDriver struct {
+	*tcsi.Conn
+	calls *server.Calls
+}
+
+func (d gatedDriver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	if !d.calls.Enter() {
+		return nil, errStopping
+	}
+	defer d.calls.Leave()
+	return d.Conn.CreateVolume(ctx, req)
+}
+
+func (d gatedDriver) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	if !d.calls.Enter() {
+		return nil, errStopping
+	}
+	defer d.calls.Leave()
+	return d.Conn.DeleteVolume(ctx, req)
+}
+
+// gatedProvisioner is the provisioner as the library sees it: a Provision
+// or Delete under way is waited for whole (the PV it returns is saved, the
+// record it writes is written) before the lease is handed back, and none
+// starts once the work stops. A refused one is "ignored" for the library:
+// no event, no retry (the next leader's library takes the claim or volume
+// up).
+type gatedProvisioner struct {
+	*provisioner.Provisioner
+	calls *server.Calls
+}
+
+func (p gatedProvisioner) Provision(ctx context.Context, po controller.ProvisionOptions) (*v1.PersistentVolume, controller.ProvisioningState, error) {
+	if !p.calls.Enter() {
+		return nil, controller.ProvisioningNoChange, &controller.IgnoredError{Reason: "the provisioner is stopping"}
+	}
+	defer p.calls.Leave()
+	return p.Provisioner.Provision(ctx, po)
+}
+
+func (p gatedProvisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
+	if !p.calls.Enter() {
+		return &controller.IgnoredError{Reason: "the provisioner is stopping"}
+	}
+	defer p.calls.Leave()
+	return p.Provisioner.Delete(ctx, pv)
 }
