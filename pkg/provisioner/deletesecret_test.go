@@ -23,8 +23,9 @@ func deletePV(ann map[string]string) *v1.PersistentVolume {
 	return &v1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvc-1", Annotations: ann},
 		Spec: v1.PersistentVolumeSpec{
-			StorageClassName: testClass,
-			ClaimRef:         &v1.ObjectReference{Namespace: "apps", Name: "data"},
+			StorageClassName:              testClass,
+			PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimDelete,
+			ClaimRef:                      &v1.ObjectReference{Namespace: "apps", Name: "data"},
 			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
 				Driver: driverNm, VolumeHandle: "vol-1"}},
 		},
@@ -147,6 +148,7 @@ func TestDeleteSecrets(t *testing.T) {
 					return true, nil, tt.secretErr
 				})
 			}
+			e.savePV(tt.pv)
 			err := e.p.Delete(e.ctx, tt.pv)
 			if !checkErr(t, err, tt.wantErr) {
 				if len(drv.secrets) != 0 {

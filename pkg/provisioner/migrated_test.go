@@ -41,6 +41,7 @@ func TestMigratedClaim(t *testing.T) {
 	if !e.p.ShouldDelete(e.ctx, pv) {
 		t.Fatal("ShouldDelete refuses the migrated in-tree PV")
 	}
+	e.savePV(pv)
 	if err := e.p.Delete(e.ctx, pv); err != nil {
 		t.Fatal(err)
 	}

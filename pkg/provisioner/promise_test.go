@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -278,4 +279,38 @@ func TestRecordOnLostClaimNeverDeletes(t *testing.T) {
 	e.refresh()
 	e.settle(testClaim)
 	e.check(want{volumes: []string{testVolume}, gone: true})
+}
+
+// Found by the simulator (seed 112): the library deletes a Released PV's
+// volume from its cache, where the PV still says Delete after an admin
+// patched it to Retain to keep the disk. Delete decides on the API
+// server's copy.
+func TestDeleteKeepsDiskPatchedToRetain(t *testing.T) {
+	e := newEnv(t)
+	e.createClaim(newClaim())
+	pv := e.mustProvision()
+	e.savePV(pv)
+	cached := e.apiPV(pv.Name) // as the library's cache has it: Delete
+	saved := cached.DeepCopy()
+	saved.Spec.PersistentVolumeReclaimPolicy = v1.PersistentVolumeReclaimRetain
+	if _, err := e.client.CoreV1().PersistentVolumes().Update(e.ctx, saved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.p.Delete(e.ctx, cached)
+	var ignored *controller.IgnoredError
+	if !errors.As(err, &ignored) {
+		t.Errorf("Delete of a PV now Retain: %v, want it ignored", err)
+	}
+	if got := e.driver.volumes(); !slices.Equal(got, []string{testVolume}) {
+		t.Errorf("driver volumes %v: the kept disk was deleted", got)
+	}
+}
+
+func (e *env) apiPV(name string) *v1.PersistentVolume {
+	e.t.Helper()
+	pv, err := e.client.CoreV1().PersistentVolumes().Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return pv
 }

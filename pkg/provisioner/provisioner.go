@@ -525,6 +525,9 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 	if pv.Spec.CSI == nil {
 		return &controller.IgnoredError{Reason: "not a CSI volume"}
 	}
+	if err := p.stillToDelete(ctx, pv); err != nil {
+		return err
+	}
 	vas, err := p.o.VolumeAttachments.List(labels.Everything())
 	if err != nil {
 		return err
@@ -545,6 +548,26 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 	}
 	klog.FromContext(ctx).V(2).Info("Volume deleted", "pv", klog.KObj(pv), "handle", pv.Spec.CSI.VolumeHandle)
 	p.changed(pv)
+	return nil
+}
+
+// stillToDelete checks on the API server's copy of a PV that its volume
+// is still to be deleted: the library decides on its cache, and an admin
+// may have patched the PV to Retain since, to keep the disk (found by the
+// simulator: the library's DeleteVolume of a disk kept so). An
+// IgnoredError makes the library leave the PV alone.
+func (p *Provisioner) stillToDelete(ctx context.Context, pv *v1.PersistentVolume) error {
+	fresh, err := p.o.Client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return &controller.IgnoredError{Reason: "the PV is gone"}
+	case err != nil:
+		return err
+	case pv.UID != "" && fresh.UID != pv.UID:
+		return &controller.IgnoredError{Reason: "the PV was replaced by another of the same name"}
+	case fresh.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete:
+		return &controller.IgnoredError{Reason: "the PV's reclaim policy is now " + string(fresh.Spec.PersistentVolumeReclaimPolicy)}
+	}
 	return nil
 }
 
