@@ -86,6 +86,23 @@ func (w *World) serve(a *API, res, ns, verb string, action k8stesting.Action) (r
 			return nil, apierrors.NewNotFound(a.gr(res), name)
 		}
 		return o, nil
+	case "list":
+		switch res {
+		case rVolumes:
+			out := &v1.PersistentVolumeList{}
+			for _, pv := range a.volumes() {
+				out.Items = append(out.Items, *pv.DeepCopy())
+			}
+			return out, nil
+		case rClaims:
+			out := &v1.PersistentVolumeClaimList{}
+			for _, c := range a.claims() {
+				if ns == "" || c.Namespace == ns {
+					out.Items = append(out.Items, *c.DeepCopy())
+				}
+			}
+			return out, nil
+		}
 	case "create":
 		return a.Create(action.(k8stesting.CreateAction).GetObject())
 	case "update":

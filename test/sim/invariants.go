@@ -60,7 +60,11 @@ func (w *World) checkDelete(v *backendVolume) {
 	for _, c := range w.api.claims() {
 		// The library deletes a Released PV's volume whatever its claim
 		// does (a claim bound to another volume releases its own PV).
-		if string(c.UID) == uid && c.DeletionTimestamp == nil && w.deleting == "" {
+		// The clean-up deletes a living claim's own volume only when the
+		// claim is bound to another one for good (spec.volumeName is set
+		// once).
+		unused := w.cleanup != nil && c.Spec.VolumeName != "" && c.Spec.VolumeName != v.Name
+		if string(c.UID) == uid && c.DeletionTimestamp == nil && w.deleting == "" && !unused {
 			w.violate("%s: DeleteVolume of %s (%s), the volume of live claim %s/%s", w.who, v.ID, v.Name, c.Namespace, c.Name)
 		}
 	}
@@ -84,8 +88,10 @@ func (w *World) checkStep() {
 	records := map[string]int{}
 	boundTo := map[string]string{}
 	for _, c := range w.api.claims() {
-		if drv, name, ok := inflight.Volume(c); ok && drv == driverName {
-			records[name]++
+		// A record stands for the volume named after its claim's UID
+		// (what it names is the claim's user's to write).
+		if drv := c.Annotations[inflight.AnnDriver]; inflight.Holds(c) && (drv == "" || drv == driverName) {
+			records[ownName(c)]++
 		}
 		if c.Status.Phase == v1.ClaimBound && c.Spec.VolumeName != "" {
 			if other, ok := boundTo[c.Spec.VolumeName]; ok {
