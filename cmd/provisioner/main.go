@@ -212,10 +212,17 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	inflight, err := prov.NewInFlight(provisioner.InFlightOptions{
+	inflightOpts := provisioner.InFlightOptions{
 		Claims: claimInf.Informer(), Volumes: volumeInf.Informer(), Classes: classInf.Lister(), Recorder: recorder,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax),
-	})
+		Registerer:  reg,
+	}
+	if sweeper != nil {
+		// A volume whose clean-up can never complete stays on the sweep's
+		// report list.
+		inflightOpts.Abandoned = sweeper.Abandoned
+	}
+	inflight, err := prov.NewInFlight(inflightOpts)
 	if err != nil {
 		return err
 	}

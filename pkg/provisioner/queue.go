@@ -2,6 +2,7 @@ package provisioner
 
 import (
 	"context"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -14,17 +15,21 @@ import (
 // (the key under keyName) and retried with the queue's rate limiter, a
 // success forgets the key's failures.
 func runQueue(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], workers int,
-	keyName, failed string, sync func(context.Context, string) error) {
-	defer queue.ShutDown()
+	keyName, failed string, syncKey func(context.Context, string) error) {
 	logger := klog.FromContext(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait() // the workers stop before the lease may be handed back
+	defer queue.ShutDown()
 	for range workers {
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			for {
 				key, quit := queue.Get()
 				if quit {
 					return
 				}
-				if err := sync(ctx, key); err != nil {
+				if err := syncKey(ctx, key); err != nil {
 					logger.Error(err, failed, keyName, key)
 					queue.AddRateLimited(key)
 				} else {
