@@ -122,9 +122,8 @@ func (w *World) tenantStrip() string {
 		return "tenant: no record to strip"
 	}
 	c := pick(w, cs).DeepCopy()
-	if !w.forged[string(c.UID)] {
-		w.stripped[c.Annotations[inflight.AnnVolume]] = true
-	}
+	// Its record, forged or not, stood for the claim's own volume.
+	w.stripped[ownName(c)] = true
 	inflight.Forget(c)
 	if _, err := w.api.Update(c, false); err != nil {
 		return fmt.Sprintf("tenant: strip %s/%s: %v", c.Namespace, c.Name, err)

@@ -63,7 +63,7 @@ func (w *World) checkDelete(v *backendVolume) {
 		// The clean-up deletes a living claim's own volume only when the
 		// claim is bound to another one for good (spec.volumeName is set
 		// once).
-		unused := w.cleanup != nil && c.Spec.VolumeName != "" && c.Spec.VolumeName != v.Name
+		unused := c.Spec.VolumeName != "" && c.Spec.VolumeName != v.Name
 		if string(c.UID) == uid && c.DeletionTimestamp == nil && w.deleting == "" && !unused {
 			w.violate("%s: DeleteVolume of %s (%s), the volume of live claim %s/%s", w.who, v.ID, v.Name, c.Namespace, c.Name)
 		}

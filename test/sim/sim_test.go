@@ -8,7 +8,7 @@ import (
 )
 
 var (
-	schedules = flag.Int("sim.schedules", 2000, "schedules to run")
+	schedules = flag.Int("sim.schedules", defaultSchedules, "schedules to run (10,000 by default; 300 under the race detector)")
 	firstSeed = flag.Int64("sim.seed", 1, "seed of the first schedule")
 )
 
