@@ -201,6 +201,10 @@ func (w *World) adminNode() string {
 	n := pick(w, nodeNames)
 	_ = w.api.Delete(rNodes, "", n, nil)
 	_ = w.api.Delete(rCSINodes, "", n, nil)
+	if w.cfg.Node {
+		w.back.nodeGone(n)
+		return "admin: delete node " + n + " and its CSINode (its local volumes go with it)"
+	}
 	return "admin: delete node " + n + " and its CSINode"
 }
 
@@ -249,7 +253,10 @@ func (w *World) otherCluster() string {
 	name := fmt.Sprintf("%s-0000bbbb-0000-4000-8000-%012x", prefix, w.back.ids)
 	vol := &backendVolume{Name: name, Request: "cap=1073741824", Other: true,
 		Context: map[string]string{provisioner.OwnerKey: "Delete/" + otherOwner}}
-	w.back.make("/"+name, vol)
+	if w.cfg.Node {
+		vol.Node = pick(w, nodeNames)
+	}
+	w.back.make(vol.Node+"/"+name, vol)
 	return "other cluster: make volume " + vol.ID + " " + name
 }
 

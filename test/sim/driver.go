@@ -33,6 +33,8 @@ type backendVolume struct {
 	// Other: made by another cluster sharing the backend.
 	Other   bool
 	Deleted bool
+	// Gone: it went with its node (Deleted too).
+	Gone bool
 }
 
 // pendingCreate is a CreateVolume that timed out for its caller and goes
@@ -108,8 +110,14 @@ func (d *driver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	w := d.b.w
 	key := d.node + "/" + req.GetName()
 	w.checkCreate(d, req)
+	w.checkNodeCreate(d, req.GetName())
 	for _, p := range d.b.pending {
 		if p.key == key {
+			if w.cfg.Node && w.faults && w.rng.Intn(2) == 0 {
+				// The node is full: the volume being made counts.
+				w.tracef("  csi CreateVolume %s: ResourceExhausted (the volume being made fills the node)", key)
+				return nil, status.Error(codes.ResourceExhausted, "no space left on the node")
+			}
 			w.tracef("  csi CreateVolume %s: Aborted (in progress)", key)
 			return nil, status.Error(codes.Aborted, "an operation for this volume is in progress")
 		}
@@ -192,6 +200,7 @@ func (d *driver) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 		w.tracef("  csi DeleteVolume %s: not found (ok)", req.GetVolumeId())
 		return &csi.DeleteVolumeResponse{}, nil
 	}
+	w.checkNodeDelete(d, v)
 	if d.node != "" && v.Node != d.node {
 		return nil, status.Error(codes.NotFound, "not on this node")
 	}

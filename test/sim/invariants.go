@@ -90,8 +90,14 @@ func (w *World) checkStep() {
 	for _, c := range w.api.claims() {
 		// A record stands for the volume named after its claim's UID
 		// (what it names is the claim's user's to write).
+		// In node mode it stands for the volume on its node (see
+		// recordNode); otherwise for the shared one.
 		if drv := c.Annotations[inflight.AnnDriver]; inflight.Holds(c) && (drv == "" || drv == driverName) {
-			records[ownName(c)]++
+			node := ""
+			if w.cfg.Node {
+				node = recordNode(c)
+			}
+			records[node+"/"+ownName(c)]++
 		}
 		if c.Status.Phase == v1.ClaimBound && c.Spec.VolumeName != "" {
 			if other, ok := boundTo[c.Spec.VolumeName]; ok {
@@ -114,7 +120,11 @@ func (w *World) checkStep() {
 		if n > 1 {
 			w.violate("volume %s (%s) is named by %d PVs", v.ID, v.Name, n)
 		}
-		if n > 0 || records[v.Name] > 0 || w.exempt(v) {
+		if n > 0 || records[v.Node+"/"+v.Name] > 0 || w.exempt(v) {
+			continue
+		}
+		if w.cfg.Node {
+			w.violate("volume %s (%s) on %s is tracked by no PV and no in-flight record for its node%s%s", v.ID, v.Name, v.Node, w.recordHint(v.Name), w.leakHint(v))
 			continue
 		}
 		w.violate("volume %s (%s) is tracked by no PV and no in-flight record%s", v.ID, v.Name, w.leakHint(v))
@@ -128,7 +138,7 @@ func (w *World) leakHint(v *backendVolume) string {
 	if w.back.alreadyExists[v.Name] {
 		hints = append(hints, "after CreateVolume answered AlreadyExists")
 	}
-	if p := w.prov; p != nil {
+	for _, p := range w.provs {
 		if obj, ok, _ := p.caches.inf[rVolumes].indexer.GetByKey(v.Name); ok && obj.(*v1.PersistentVolume).ResourceVersion == "" {
 			hints = append(hints, "the library's unsaved PV is in the cache")
 		}

@@ -63,7 +63,8 @@ const finalizerPV = "external-provisioner.volume.kubernetes.io/finalizer"
 func newLibrary(p *provProc) *library {
 	w := p.w
 	l := &library{p: p, client: p.prov.LibraryClient(p.client),
-		claimQ: newQueue(w, "library-claims"), volumeQ: newQueue(w, "library-volumes"), saveQ: newQueue(w, "library-save"),
+		claimQ: newQueue(w, "library-claims"+p.suffix()), volumeQ: newQueue(w, "library-volumes"+p.suffix()),
+		saveQ:   newQueue(w, "library-save"+p.suffix()),
 		unsaved: map[string]*v1.PersistentVolume{}, progress: map[string]*v1.PersistentVolumeClaim{},
 		claims:  provisioner.QuietClaims(p.caches.inf[rClaims]),
 		volumes: provisioner.CopyingVolumes(p.caches.inf[rVolumes])}

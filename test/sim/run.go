@@ -7,13 +7,16 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-csi/tether/pkg/inflight"
 )
 
 // Disabled names the actors left out of a run (make sim SIM_WITHOUT=forge,
 // strip): create, delete, forge, strip, delete-namespace,
 // create-namespace, edit-vac, retain, delete-released, node,
 // recreate-class, static-pv, other-cluster, crash-provisioner,
-// crash-binder, sweep.
+// crash-binder, sweep, csinode (node mode); and node-mode or central-mode
+// leaves that deployment mode out.
 var Disabled = map[string]bool{}
 
 // option is one thing the scheduler may do next.
@@ -36,7 +39,9 @@ type Result struct {
 func RunSchedule(seed int64) Result {
 	w := newWorld(seed)
 	w.setup()
-	w.startProvisioner()
+	for i := 0; i < w.provisioners(); i++ {
+		w.startProvisioner(i)
+	}
 	w.startBinder()
 	w.tracef("seed %d: %+v", seed, w.cfg)
 	w.actors, w.faults = true, true
@@ -86,7 +91,7 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func (w *World) queues() []*queue {
 	var qs []*queue
-	if p := w.prov; p != nil {
+	for _, p := range w.provs {
 		qs = append(qs, p.lib.claimQ, p.lib.volumeQ, p.lib.saveQ, p.ifQ)
 	}
 	if b := w.bind; b != nil {
@@ -98,7 +103,11 @@ func (w *World) queues() []*queue {
 func (w *World) options(settling bool) []option {
 	var opts []option
 	add := func(weight int, run func() string) { opts = append(opts, option{weight, run}) }
-	for _, c := range []*caches{w.prov.caches, w.bind.caches} {
+	cs := []*caches{w.bind.caches}
+	for _, p := range w.provs {
+		cs = append(cs, p.caches)
+	}
+	for _, c := range cs {
 		if keys := c.pendingKeys(); len(keys) > 0 {
 			add(8, func() string {
 				k := pick(w, keys)
@@ -154,17 +163,23 @@ func (w *World) options(settling bool) []option {
 	actor("static-pv", 1, w.adminStaticPV)
 	actor("other-cluster", 1, w.otherCluster)
 	actor("crash-provisioner", 1, func() string {
-		w.startProvisioner()
-		return "crash: the provisioner restarts (memory lost, caches re-listed)"
+		i := w.rng.Intn(len(w.provs))
+		w.startProvisioner(i)
+		return "crash: the " + w.provs[i].name + " restarts (memory lost, caches re-listed)"
 	})
 	actor("crash-binder", 1, func() string { w.startBinder(); return "crash: the binder restarts (memory lost, caches re-listed)" })
-	actor("sweep", 1, w.sweep)
+	actor("sweep", 1, func() string { return w.sweep(pick(w, w.provs)) })
+	if w.cfg.Node {
+		actor("csinode", 1, w.adminCSINode)
+	}
 	return opts
 }
 
 func (w *World) procName(c *caches) string {
-	if c == w.prov.caches {
-		return "provisioner"
+	for _, p := range w.provs {
+		if c == p.caches {
+			return p.name
+		}
 	}
 	return "binder"
 }
@@ -176,19 +191,23 @@ func (w *World) work(q *queue, key string) string {
 	var err error
 	w.who = q.name
 	defer func() { w.who = "" }()
-	switch q {
-	case w.prov.lib.claimQ:
-		err = w.prov.lib.syncClaim(ctx, key)
-	case w.prov.lib.volumeQ:
-		err = w.prov.lib.syncVolume(ctx, key)
-	case w.prov.lib.saveQ:
-		err = w.prov.lib.syncSave(ctx, key)
-	case w.prov.ifQ:
-		if obj, ok, _ := w.prov.caches.inf[rClaims].indexer.GetByKey(key); ok {
-			w.cleanup = obj.(*v1.PersistentVolumeClaim)
+	for _, p := range w.provs {
+		switch q {
+		case p.lib.claimQ:
+			err = p.lib.syncClaim(ctx, key)
+		case p.lib.volumeQ:
+			err = p.lib.syncVolume(ctx, key)
+		case p.lib.saveQ:
+			err = p.lib.syncSave(ctx, key)
+		case p.ifQ:
+			if obj, ok, _ := p.caches.inf[rClaims].indexer.GetByKey(key); ok {
+				w.cleanup = obj.(*v1.PersistentVolumeClaim)
+			}
+			err = p.inflight.Sync(ctx, key)
+			w.cleanup = nil
 		}
-		err = w.prov.inflight.Sync(ctx, key)
-		w.cleanup = nil
+	}
+	switch q {
 	case w.bind.claimQ:
 		err = w.bind.ctrl.SyncClaim(ctx, key)
 	case w.bind.volumeQ:
@@ -202,11 +221,11 @@ func (w *World) work(q *queue, key string) string {
 	return fmt.Sprintf("%s %s: ok", q.name, key)
 }
 
-func (w *World) sweep() string {
-	w.who = "sweep"
+func (w *World) sweep(p *provProc) string {
+	w.who = "sweep" + p.suffix()
 	defer func() { w.who = "" }()
-	err := w.prov.sweeper.Sweep(w.ctx)
-	return fmt.Sprintf("orphan sweep: %v", err)
+	err := p.sweeper.Sweep(w.ctx)
+	return fmt.Sprintf("orphan sweep%s: %v", p.suffix(), err)
 }
 
 // repair undoes the admin's moves that would leave claims waiting for
@@ -223,6 +242,8 @@ func (w *World) repair() {
 				_ = w.api.Delete(rCSINodes, "", n, nil)
 			}
 			w.addNode(n)
+		} else if !w.driverOn(n) {
+			w.setDriverOn(n, true)
 		}
 	}
 }
@@ -249,7 +270,9 @@ func (w *World) settle(sweeps int) {
 		if sweeps > 0 {
 			sweeps--
 			w.steps++
-			w.trace = append(w.trace, fmt.Sprintf("%4d t=%-5d %s", w.steps, int(w.now.Sub(epoch).Seconds()), w.sweep()))
+			for _, p := range w.provs {
+				w.trace = append(w.trace, fmt.Sprintf("%4d t=%-5d %s", w.steps, int(w.now.Sub(epoch).Seconds()), w.sweep(p)))
+			}
 			w.checkStep()
 			w.now = w.now.Add(61 * time.Second)
 			continue
@@ -263,23 +286,35 @@ func (w *World) settle(sweeps int) {
 // docs/migration.md says, once the system is quiet: it must exit 0 (no
 // claim keeps its record), except for claims still waiting for a volume
 // and claims whose record the tenant wrote. Then tether starts again.
+//
+// In node mode every node's provisioner hands back in turn (a record is
+// its node's to settle); a claim is left when it still holds its record
+// after all of them.
 func (w *World) checkHandBack() {
-	w.startProvisioner()
-	w.who = "hand-back"
-	left, err := w.prov.inflight.HandBack(w.ctx)
-	w.who = ""
-	w.tracef("---- hand-back: left %v, err %v", left, err)
-	for _, key := range left {
-		obj, ok, _ := w.prov.caches.inf[rClaims].indexer.GetByKey(key)
-		if !ok {
+	left := map[string]bool{}
+	for i := range w.provs {
+		w.startProvisioner(i)
+		p := w.provs[i]
+		w.who = "hand-back" + p.suffix()
+		keys, err := p.inflight.HandBack(w.ctx)
+		w.who = ""
+		w.tracef("---- hand-back%s: left %v, err %v", p.suffix(), keys, err)
+		for _, k := range keys {
+			left[k] = true
+		}
+	}
+	for _, key := range sortedKeys(left) {
+		c, ok := w.api.peek(rClaims, key).(*v1.PersistentVolumeClaim)
+		if !ok || !inflight.Holds(c) {
 			continue
 		}
-		c := obj.(*v1.PersistentVolumeClaim)
 		if c.Spec.VolumeName != "" && !w.forged[string(c.UID)] {
 			w.violate("provisioner --hand-back cannot exit 0: claim %s is bound to %s and keeps its record", key, c.Spec.VolumeName)
 		}
 	}
-	w.startProvisioner()
+	for i := range w.provs {
+		w.startProvisioner(i)
+	}
 	w.settle(0)
 }
 

@@ -69,6 +69,10 @@ func (w *World) class(name string, gen int) *storagev1.StorageClass {
 	if gen > 0 {
 		params["gen"] = fmt.Sprint(gen)
 	}
+	if w.cfg.Node {
+		// Node-local volumes: every class waits for the scheduler's node.
+		mode = storagev1.VolumeBindingWaitForFirstConsumer
+	}
 	switch name {
 	case classWFFC:
 		mode = storagev1.VolumeBindingWaitForFirstConsumer

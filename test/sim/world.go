@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand"
 	"strings"
 	"time"
@@ -29,6 +30,11 @@ type Config struct {
 	Owner bool
 	// Steps is the number of steps with the actors on.
 	Steps int
+	// Node is node-deployment mode: one provisioner per node, each with
+	// the driver of its node, whose volumes are local to it; every class
+	// waits for the first consumer. Otherwise one provisioner for the
+	// cluster and a backend shared by all nodes.
+	Node bool
 }
 
 // World is one schedule: the API, the backend, the processes, the actors'
@@ -41,7 +47,7 @@ type World struct {
 	ctx   context.Context
 	api   *API
 	back  *backend
-	prov  *provProc
+	provs []*provProc // one, or one per node in node mode
 	bind  *bindProc
 	steps int
 
@@ -73,6 +79,11 @@ func newWorld(seed int64) *World {
 		claimNS: map[string]string{}, forged: map[string]bool{}, stripped: map[string]bool{}, seen: map[string]bool{}}
 	w.ctx = klog.NewContext(context.Background(), logr.Discard())
 	w.cfg = Config{StrictParams: w.rng.Intn(2) == 0, Owner: w.rng.Intn(3) > 0, Steps: 30 + w.rng.Intn(50)}
+	// The mode is drawn from a hash of the seed, not from the random
+	// stream, so a centralised schedule stays what it was before node mode.
+	h := fnv.New32a()
+	fmt.Fprintf(h, "mode/%d", seed)
+	w.cfg.Node = h.Sum32()%2 == 0 && !Disabled["node-mode"] || Disabled["central-mode"]
 	w.api = newAPI(w)
 	w.back = newBackend(w)
 	return w
@@ -95,8 +106,8 @@ func (w *World) violate(format string, args ...any) {
 }
 
 func (w *World) changed(resource, key string) {
-	if w.prov != nil {
-		w.prov.caches.changed(resource, key)
+	for _, p := range w.provs {
+		p.caches.changed(resource, key)
 	}
 	if w.bind != nil {
 		w.bind.caches.changed(resource, key)
@@ -150,9 +161,12 @@ func (w *World) abandoned(v *backendVolume) bool {
 }
 
 // provProc is a running provisioner process: its caches, the Provisioner,
-// the in-flight reconciler, the sweep and the library.
+// the in-flight reconciler, the sweep and the library. In node mode node
+// is its node ("" otherwise).
 type provProc struct {
 	w          *World
+	node, name string
+	drv        *driver
 	client     kubernetes.Interface
 	caches     *caches
 	prov       *provisioner.Provisioner
@@ -163,8 +177,26 @@ type provProc struct {
 	nodeLister corelisters.NodeLister
 }
 
-func (w *World) startProvisioner() {
-	p := &provProc{w: w, client: w.newClient("provisioner"), ifQ: newQueue(w, "in-flight")}
+// provisioners is how many provisioner processes run: one per node in
+// node mode.
+func (w *World) provisioners() int {
+	if w.cfg.Node {
+		return len(nodeNames)
+	}
+	return 1
+}
+
+// startProvisioner starts (or restarts, losing its memory) the i-th
+// provisioner process.
+func (w *World) startProvisioner(i int) {
+	p := &provProc{w: w, name: "provisioner"}
+	if w.cfg.Node {
+		p.node = nodeNames[i]
+		p.name += "@" + p.node
+	}
+	p.drv = &driver{b: w.back, node: p.node}
+	p.client = w.newClient(p.name)
+	p.ifQ = newQueue(w, "in-flight"+p.suffix())
 	p.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes, rCSINodes, rVAs, rVACs)
 	ix := func(r string) *informer { return p.caches.inf[r] }
 	p.nodeLister = corelisters.NewNodeLister(ix(rNodes).indexer)
@@ -173,8 +205,12 @@ func (w *World) startProvisioner() {
 	if w.cfg.Owner {
 		owner = thisOwner
 	}
+	var node *provisioner.NodeDeployment
+	if p.node != "" {
+		node = &provisioner.NodeDeployment{NodeName: p.node, BaseDelay: time.Second, MaxDelay: time.Second}
+	}
 	var err error
-	p.prov, err = provisioner.New(provisioner.Options{Client: p.client, Driver: &driver{b: w.back},
+	p.prov, err = provisioner.New(provisioner.Options{Client: p.client, Driver: p.drv, Node: node,
 		Request:  provisioner.RequestOptions{VolumeNamePrefix: prefix, VolumeNameUUIDLen: -1, Owner: owner},
 		Topology: true, ModifyVolume: true, Identity: "sim",
 		Claims:  corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
@@ -207,8 +243,19 @@ func (w *World) startProvisioner() {
 	}
 	p.sweeper.SetClock(w.clock)
 	p.lib = newLibrary(p)
-	w.prov = p
+	for len(w.provs) <= i {
+		w.provs = append(w.provs, nil)
+	}
+	w.provs[i] = p
 	p.caches.fill()
+}
+
+// suffix tells a node's process's queues apart in the trace.
+func (p *provProc) suffix() string {
+	if p.node == "" {
+		return ""
+	}
+	return "@" + p.node
 }
 
 // bindProc is a running binder process.

@@ -19,11 +19,16 @@ func main() {
 	seed := flag.Int64("seed", 1, "seed of the first schedule")
 	traces := flag.Int("traces", 1, "failing schedules whose trace is printed")
 	without := flag.String("without", "", "actors to leave out, comma-separated (see sim.Disabled)")
+	show := flag.Bool("show", false, "print the trace of the first schedule, failing or not, and stop")
 	flag.Parse()
 	for _, a := range strings.Split(*without, ",") {
 		if a != "" {
 			sim.Disabled[a] = true
 		}
+	}
+	if *show {
+		fmt.Println(strings.Join(sim.RunSchedule(*seed).Trace, "\n"))
+		return
 	}
 	s := sim.Run(*seed, *schedules)
 	for i, r := range s.Failed {
