@@ -113,7 +113,7 @@ func (d *driver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	w.checkNodeCreate(d, req.GetName())
 	for _, p := range d.b.pending {
 		if p.key == key {
-			if w.cfg.Node && w.faults && w.rng.Intn(2) == 0 {
+			if w.cfg.Node && w.faults && w.rng.Intn(2) == 0 && (w.provisioning() || With["exhausted-cleanup"]) {
 				// The node is full: the volume being made counts.
 				w.tracef("  csi CreateVolume %s: ResourceExhausted (the volume being made fills the node)", key)
 				return nil, status.Error(codes.ResourceExhausted, "no space left on the node")

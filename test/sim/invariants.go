@@ -5,6 +5,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	v1 "k8s.io/api/core/v1"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/provisioner"
@@ -63,7 +64,10 @@ func (w *World) checkDelete(v *backendVolume) {
 		// The clean-up deletes a living claim's own volume only when the
 		// claim is bound to another one for good (spec.volumeName is set
 		// once).
-		unused := c.Spec.VolumeName != "" && c.Spec.VolumeName != v.Name
+		// In node mode the record's node cleans up its local volume once
+		// the claim moved to another node (or to none).
+		unused := c.Spec.VolumeName != "" && c.Spec.VolumeName != v.Name ||
+			w.cfg.Node && c.Annotations[storagehelpers.AnnSelectedNode] != v.Node
 		if string(c.UID) == uid && c.DeletionTimestamp == nil && w.deleting == "" && !unused {
 			w.violate("%s: DeleteVolume of %s (%s), the volume of live claim %s/%s", w.who, v.ID, v.Name, c.Namespace, c.Name)
 		}

@@ -103,13 +103,21 @@ func (w *World) queues() []*queue {
 func (w *World) options(settling bool) []option {
 	var opts []option
 	add := func(weight int, run func() string) { opts = append(opts, option{weight, run}) }
+	// In node mode a claim goes through more hands before its CreateVolume
+	// (the scheduler, the binder, its node's process): the system's work
+	// weighs more, so that volumes are made while the actors and faults
+	// are still on.
+	sys := 1
+	if w.cfg.Node {
+		sys = 3
+	}
 	cs := []*caches{w.bind.caches}
 	for _, p := range w.provs {
 		cs = append(cs, p.caches)
 	}
 	for _, c := range cs {
 		if keys := c.pendingKeys(); len(keys) > 0 {
-			add(8, func() string {
+			add(8*sys, func() string {
 				k := pick(w, keys)
 				c.deliver(k[0], k[1])
 				return fmt.Sprintf("deliver %s %s to the %s", k[0], k[1], w.procName(c))
@@ -119,14 +127,14 @@ func (w *World) options(settling bool) []option {
 	for _, q := range w.queues() {
 		q.promote(w.now)
 		if keys := q.readyKeys(); len(keys) > 0 {
-			add(5, func() string { return w.work(q, pick(w, keys)) })
+			add(5*sys, func() string { return w.work(q, pick(w, keys)) })
 		}
 	}
 	if n := len(w.back.pending); n > 0 {
 		add(2, func() string { w.back.finish(w.rng.Intn(n)); return "driver: a timed-out CreateVolume completes" })
 	}
 	if len(w.schedulable()) > 0 {
-		add(2, w.schedule)
+		add(2*sys*sys, w.schedule)
 	}
 	if len(w.terminating()) > 0 {
 		add(2, w.namespaceController)
@@ -134,7 +142,7 @@ func (w *World) options(settling bool) []option {
 	if settling {
 		return opts
 	}
-	add(2, func() string {
+	add(2*sys, func() string {
 		d := time.Duration(1+w.rng.Intn(20)) * time.Second
 		w.now = w.now.Add(d)
 		return fmt.Sprintf("time passes: %s", d)

@@ -84,6 +84,11 @@ func newWorld(seed int64) *World {
 	h := fnv.New32a()
 	fmt.Fprintf(h, "mode/%d", seed)
 	w.cfg.Node = h.Sum32()%2 == 0 && !Disabled["node-mode"] || Disabled["central-mode"]
+	if w.cfg.Node {
+		// A claim goes through more hands (the scheduler, two processes'
+		// caches) before its CreateVolume.
+		w.cfg.Steps += 40
+	}
 	w.api = newAPI(w)
 	w.back = newBackend(w)
 	return w

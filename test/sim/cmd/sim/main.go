@@ -19,11 +19,17 @@ func main() {
 	seed := flag.Int64("seed", 1, "seed of the first schedule")
 	traces := flag.Int("traces", 1, "failing schedules whose trace is printed")
 	without := flag.String("without", "", "actors to leave out, comma-separated (see sim.Disabled)")
+	with := flag.String("with", "", "faults to add to the plan, comma-separated (see sim.With)")
 	show := flag.Bool("show", false, "print the trace of the first schedule, failing or not, and stop")
 	flag.Parse()
 	for _, a := range strings.Split(*without, ",") {
 		if a != "" {
 			sim.Disabled[a] = true
+		}
+	}
+	for _, f := range strings.Split(*with, ",") {
+		if f != "" {
+			sim.With[f] = true
 		}
 	}
 	if *show {
