@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -14,7 +13,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 
@@ -229,58 +227,4 @@ func recordNode(claim *v1.PersistentVolumeClaim) string {
 // which says that one does (with other parameters).
 func volumeAbsent(err error) bool {
 	return Classify(err, false) == Final && status.Code(err) != codes.AlreadyExists
-}
-
-// secretsUsed remembers the provisioner secret each CreateVolume of this
-// process was given, by claim UID, so that the clean-up of a claim deleted
-// with its namespace (whose secrets go with it, and can never come back)
-// can still find and delete its volume. It is memory only: after a
-// restart such a clean-up is abandoned (reported) instead. Entries go
-// with the record, or after secretsKept.
-type secretsUsed struct {
-	mu     sync.Mutex
-	by     map[types.UID]usedSecret
-	pruned time.Time
-}
-
-type usedSecret struct {
-	data map[string]string
-	at   time.Time
-}
-
-// secretsKept bounds how long a secret is remembered for a claim whose
-// record went without the reconciler (the binder dropped it).
-const secretsKept = time.Hour
-
-func (s *secretsUsed) add(uid types.UID, data map[string]string, now time.Time) {
-	if len(data) == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.by == nil {
-		s.by = map[types.UID]usedSecret{}
-	}
-	if now.Sub(s.pruned) > secretsKept {
-		for k, e := range s.by {
-			if now.Sub(e.at) > secretsKept {
-				delete(s.by, k)
-			}
-		}
-		s.pruned = now
-	}
-	s.by[uid] = usedSecret{data: data, at: now}
-}
-
-func (s *secretsUsed) get(uid types.UID) (map[string]string, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.by[uid]
-	return e.data, ok
-}
-
-func (s *secretsUsed) done(uid types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.by, uid)
 }

@@ -124,7 +124,7 @@ func New(o Options) (*Provisioner, error) {
 	if o.Request.VolumeNamePrefix == "" {
 		return nil, errors.New("provisioner: the volume name prefix is empty")
 	}
-	return &Provisioner{o: o, now: time.Now}, nil
+	return &Provisioner{o: o, now: time.Now, handoffs: newHandoffs(), secretsUsed: newSecretsUsed()}, nil
 }
 
 // SupportsBlock lets the driver decide: it refuses block volumes itself.
@@ -200,7 +200,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	if claim, err = p.recordInFlight(ctx, claim, name); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
-	p.secretsUsed.add(claim.UID, prep.req.Secrets, p.now())
+	p.secretsUsed.remember(claim.UID, prep.req.Secrets, p.now())
 	if err := p.protect(ctx, claim, prep.source); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
@@ -245,7 +245,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	}
 	// The library saves the PV after this returns; the reconciler waits for
 	// that save before it takes a deleted claim's volume for unsaved.
-	p.handoffs.add(claim.UID, p.now(), claim.ResourceVersion)
+	p.handoffs.add(claim.UID, claim.ResourceVersion, p.now())
 	logger.V(2).Info("Volume created", "volume", pv.Name, "handle", resp.GetVolume().GetVolumeId())
 	p.changed(pv)
 	return pv, controller.ProvisioningFinished, nil
@@ -378,7 +378,7 @@ func (p *Provisioner) prepare(ctx context.Context, in prepareInput) (*prepared, 
 	var secrets map[string]string
 	if ref := out.secretRefs[ProvisionerSecret]; ref != nil {
 		if secrets, err = p.secret(ctx, ref); err != nil {
-			known, ok := p.secretsUsed.get(claim.UID)
+			known, ok := p.secretsUsed.known(claim.UID)
 			if !in.CleanUp || !ok || !apierrors.IsNotFound(err) {
 				return nil, err
 			}

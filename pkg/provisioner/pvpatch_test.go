@@ -140,7 +140,7 @@ func TestPatchFinalizerClientCreatesACopy(t *testing.T) {
 // and the library's own object, are left as they are.
 func TestLibraryClientClaimVersion(t *testing.T) {
 	p := &Provisioner{}
-	p.handoffs.add("uid-1", time.Now(), "42")
+	p.handoffs.add("uid-1", "42", time.Now())
 	for _, tc := range []struct {
 		name, uid, want string
 	}{

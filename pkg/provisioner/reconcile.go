@@ -171,7 +171,7 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 // API server only when the cache has none and the claim is being deleted.
 func (r *InFlight) settleInput(ctx context.Context, claim *v1.PersistentVolumeClaim, fromAPI bool) (settleInput, error) {
 	p := r.p
-	in := settleInput{Claim: claim, Volume: p.recordedVolume(claim), HandedOff: p.handoffs.get(claim.UID),
+	in := settleInput{Claim: claim, Volume: p.recordedVolume(claim), HandedOff: p.handoffs.at(claim.UID),
 		Now: p.now(), HandBack: r.handBack}
 	in.Owner, in.Moved = p.ownerOf(claim)
 	var err error
