@@ -111,6 +111,10 @@ func (d *driver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	key := d.node + "/" + req.GetName()
 	w.checkCreate(d, req)
 	w.checkNodeCreate(d, req.GetName())
+	if w.machineGone(d) {
+		w.tracef("  csi CreateVolume %s: Unavailable (node %s is deleted)", key, d.node)
+		return nil, status.Error(codes.Unavailable, "the node is gone")
+	}
 	for _, p := range d.b.pending {
 		if p.key == key {
 			if w.cfg.Node && w.faults && w.rng.Intn(2) == 0 && (w.provisioning() || With["exhausted-cleanup"]) {
@@ -195,6 +199,10 @@ func (d *driver) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 		w.tracef("  csi DeleteVolume %s: Unavailable", req.GetVolumeId())
 		return nil, status.Error(codes.Unavailable, "driver restarting")
 	}
+	if w.machineGone(d) {
+		w.tracef("  csi DeleteVolume %s: Unavailable (node %s is deleted)", req.GetVolumeId(), d.node)
+		return nil, status.Error(codes.Unavailable, "the node is gone")
+	}
 	v := d.b.vols[req.GetVolumeId()]
 	if v == nil || v.Deleted {
 		w.tracef("  csi DeleteVolume %s: not found (ok)", req.GetVolumeId())
@@ -214,6 +222,9 @@ func (d *driver) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 // ListVolumes lists the volumes (of this node in node mode), with their
 // contexts (the owner mark).
 func (d *driver) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
+	if d.b.w.machineGone(d) {
+		return nil, status.Error(codes.Unavailable, "the node is gone")
+	}
 	resp := &csi.ListVolumesResponse{}
 	ids := sortedKeys(d.b.vols)
 	sort.Strings(ids)

@@ -93,6 +93,12 @@ func (b *backend) nodeGone(node string) {
 	b.pending = kept
 }
 
+// machineGone: in node mode, a deleted node's machine is gone with its
+// driver; a node added again under the name is a new machine.
+func (w *World) machineGone(d *driver) bool {
+	return d.node != "" && w.api.peek(rNodes, d.node) == nil
+}
+
 // claimOfName is the claim (living or Terminating) whose UID a volume
 // name carries, or nil.
 func (w *World) claimOfName(name string) *v1.PersistentVolumeClaim {
