@@ -2,7 +2,7 @@ package sim
 
 // With turns on faults left out of the default plan because they show a
 // bug in tether not fixed yet (FINDINGS.md names each, with its seed);
-// make sim SIM_WITH=NAME, or -with=NAME, runs them:
+// go run ./test/sim/cmd/sim -with=NAME runs them:
 //   - exhausted-cleanup: in node mode, a clean-up's repeated CreateVolume
 //     of a volume still being made answers ResourceExhausted (the volume
 //     being made fills the node), as a provisioning retry's does; by
