@@ -71,6 +71,10 @@ func (r *InFlight) deleteUnsaved(ctx context.Context, claim *v1.PersistentVolume
 			// A volume of the name exists, made with another request: its
 			// handle cannot be learnt from the driver.
 			return &abandonError{reason: fmt.Sprintf("the driver has a volume of the name made with other parameters, and does not say its handle: %v", err)}
+		case status.Code(err) == codes.ResourceExhausted:
+			// Not proof of no volume: an earlier call that timed out may
+			// still be making it (found by the simulator, seed 96).
+			return r.giveUpLater(claim, err)
 		case volumeAbsent(err):
 			logger.Info("The driver has no volume of the name", "volume", name, "err", err)
 			return nil

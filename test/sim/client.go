@@ -63,11 +63,7 @@ func (w *World) react(who string, action k8stesting.Action) (runtime.Object, err
 
 func nameOf(action k8stesting.Action) string {
 	switch act := action.(type) {
-	case k8stesting.GetAction:
-		return act.GetName()
-	case k8stesting.DeleteAction:
-		return act.GetName()
-	case k8stesting.PatchAction:
+	case interface{ GetName() string }: // get, delete, patch
 		return act.GetName()
 	case k8stesting.CreateAction:
 		if m, ok := act.GetObject().(interface{ GetName() string }); ok {

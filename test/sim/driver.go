@@ -40,9 +40,8 @@ type backendVolume struct {
 // pendingCreate is a CreateVolume that timed out for its caller and goes
 // on in the background.
 type pendingCreate struct {
-	key  string
-	vol  *backendVolume
-	from string
+	key string
+	vol *backendVolume
 }
 
 // backend is the storage behind the simulated CSI driver.
@@ -117,7 +116,7 @@ func (d *driver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	}
 	for _, p := range d.b.pending {
 		if p.key == key {
-			if w.cfg.Node && w.faults && w.rng.Intn(2) == 0 && (w.provisioning() || With["exhausted-cleanup"]) {
+			if w.cfg.Node && w.faults && w.rng.Intn(2) == 0 && true {
 				// The node is full: the volume being made counts.
 				w.tracef("  csi CreateVolume %s: ResourceExhausted (the volume being made fills the node)", key)
 				return nil, status.Error(codes.ResourceExhausted, "no space left on the node")

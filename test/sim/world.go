@@ -265,12 +265,11 @@ func (p *provProc) suffix() string {
 
 // bindProc is a running binder process.
 type bindProc struct {
-	w        *World
-	caches   *caches
-	ctrl     *binder.Controller
-	claimQ   *queue
-	volumeQ  *queue
-	handlers [3]any
+	w       *World
+	caches  *caches
+	ctrl    *binder.Controller
+	claimQ  *queue
+	volumeQ *queue
 }
 
 func (w *World) startBinder() {
