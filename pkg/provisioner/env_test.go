@@ -362,11 +362,14 @@ func (e *env) settle(name string) {
 }
 
 // events drains the recorded events.
-func (e *env) events() []string {
+func (e *env) events() []string { return drain(e.recorder) }
+
+// drain returns the events a fake recorder holds, emptying it.
+func drain(rec *record.FakeRecorder) []string {
 	var out []string
 	for {
 		select {
-		case ev := <-e.recorder.Events:
+		case ev := <-rec.Events:
 			out = append(out, ev)
 		default:
 			return out

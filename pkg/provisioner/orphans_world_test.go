@@ -269,17 +269,7 @@ func (w *sweepWorld) sweep(step time.Duration) {
 }
 
 // recorded drains the events recorded so far.
-func (w *sweepWorld) recorded() []string {
-	var out []string
-	for {
-		select {
-		case e := <-w.rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (w *sweepWorld) recorded() []string { return drain(w.rec) }
 
 // gauge sums tether_provisioner_orphan_volumes{mark} over its other
 // labels.
