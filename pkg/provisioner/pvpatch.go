@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 )
 
@@ -40,31 +42,43 @@ func PatchFinalizerClient(c kubernetes.Interface) kubernetes.Interface {
 // waits until its cache holds that version of the claim before it binds
 // (binder.ClaimBehindVolume); with the older one it would bind from a claim
 // that has changed since, and its write would fail with a conflict.
+//
+// Before the library removes the deletion finalizer from a PV (its reclaim
+// policy turned Retain, or its deletion), the in-flight record of the
+// claim the PV names is settled (Provisioner.settleBeforeRelease): once the
+// finalizer is off, the PV may go at any time, and a record that outlived
+// it would have the claim's deletion clean up a volume its PV said to keep.
 func (p *Provisioner) LibraryClient(c kubernetes.Interface) kubernetes.Interface {
-	return patchClient{Interface: c, claimVersion: p.handoffs.claimVersion}
+	return patchClient{Interface: c, hooks: &volumeHooks{claimVersion: p.handoffs.claimVersion, beforeRelease: p.settleBeforeRelease}}
+}
+
+// volumeHooks are what LibraryClient adds to the library's PV writes.
+type volumeHooks struct {
+	claimVersion  func(types.UID) string
+	beforeRelease func(context.Context, *v1.PersistentVolume) error
 }
 
 type patchClient struct {
 	kubernetes.Interface
-	claimVersion func(types.UID) string
+	hooks *volumeHooks
 }
 
 func (c patchClient) CoreV1() typedcorev1.CoreV1Interface {
-	return patchCore{CoreV1Interface: c.Interface.CoreV1(), claimVersion: c.claimVersion}
+	return patchCore{CoreV1Interface: c.Interface.CoreV1(), hooks: c.hooks}
 }
 
 type patchCore struct {
 	typedcorev1.CoreV1Interface
-	claimVersion func(types.UID) string
+	hooks *volumeHooks
 }
 
 func (c patchCore) PersistentVolumes() typedcorev1.PersistentVolumeInterface {
-	return patchVolumes{PersistentVolumeInterface: c.CoreV1Interface.PersistentVolumes(), claimVersion: c.claimVersion}
+	return patchVolumes{PersistentVolumeInterface: c.CoreV1Interface.PersistentVolumes(), hooks: c.hooks}
 }
 
 type patchVolumes struct {
 	typedcorev1.PersistentVolumeInterface
-	claimVersion func(types.UID) string
+	hooks *volumeHooks
 }
 
 func (p patchVolumes) Update(ctx context.Context, pv *v1.PersistentVolume, opts metav1.UpdateOptions) (*v1.PersistentVolume, error) {
@@ -73,6 +87,13 @@ func (p patchVolumes) Update(ctx context.Context, pv *v1.PersistentVolume, opts 
 		return nil, err
 	}
 	patch, kind := FinalizerPatch(current, pv)
+	if p.hooks != nil && p.hooks.beforeRelease != nil && kind != PatchConflict &&
+		slices.Contains(current.Finalizers, storagehelpers.PVDeletionProtectionFinalizer) &&
+		!slices.Contains(pv.Finalizers, storagehelpers.PVDeletionProtectionFinalizer) {
+		if err := p.hooks.beforeRelease(ctx, current); err != nil {
+			return nil, err
+		}
+	}
 	switch kind {
 	case PatchConflict:
 		return nil, apierrors.NewConflict(v1.Resource("persistentvolumes"), pv.Name,
@@ -95,8 +116,8 @@ func (p patchVolumes) Update(ctx context.Context, pv *v1.PersistentVolume, opts 
 // claim that Provision wrote.
 func (p patchVolumes) Create(ctx context.Context, pv *v1.PersistentVolume, opts metav1.CreateOptions) (*v1.PersistentVolume, error) {
 	out := pv.DeepCopy()
-	if ref := out.Spec.ClaimRef; ref != nil && p.claimVersion != nil {
-		if v := p.claimVersion(ref.UID); v != "" {
+	if ref := out.Spec.ClaimRef; ref != nil && p.hooks != nil && p.hooks.claimVersion != nil {
+		if v := p.hooks.claimVersion(ref.UID); v != "" {
 			ref.ResourceVersion = v
 		}
 	}

@@ -1,11 +1,16 @@
 package provisioner
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/pkg/inflight"
 )
@@ -173,4 +178,44 @@ func (p *Provisioner) recordedVolume(claim *v1.PersistentVolumeClaim) string {
 // subdomain), the form every volume name tether makes has.
 func validVolumeName(name string) bool {
 	return len(validation.IsDNS1123Subdomain(name)) == 0
+}
+
+// settleBeforeRelease drops the in-flight record of the claim a PV names,
+// before the library removes the PV's deletion finalizer. Until then the
+// PV cannot go without the library's own delete; after, an admin may keep
+// the volume (reclaim policy Retain) and delete the PV at once, before
+// the reconciler or the binder saw it, and a record left behind would have
+// the claim's deletion find the volume again and delete it. The claim is
+// read from the API server; a record that is not this claim's for this
+// very PV is left alone. A claim whose clean-up or provisioning is under
+// way is busy: the error keeps the finalizer, and the library retries.
+func (p *Provisioner) settleBeforeRelease(ctx context.Context, pv *v1.PersistentVolume) error {
+	ref := pv.Spec.ClaimRef
+	if ref == nil || ref.UID == "" {
+		return nil
+	}
+	claim, err := p.o.Client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("reading claim %s/%s before releasing PV %s: %w", ref.Namespace, ref.Name, pv.Name, err)
+	}
+	if claim.UID != ref.UID || !inflight.Holds(claim) || p.recordedVolume(claim) != pv.Name {
+		return nil
+	}
+	if driver, _, ok := inflight.Volume(claim); ok && driver != p.o.Driver.DriverName() {
+		return nil
+	}
+	unlock, ok := p.locks.tryLock(string(claim.UID))
+	if !ok {
+		return fmt.Errorf("claim %s/%s is busy: PV %s keeps its finalizer until the claim's in-flight record is settled", ref.Namespace, ref.Name, pv.Name)
+	}
+	defer unlock()
+	klog.FromContext(ctx).V(2).Info("Settling the in-flight record before the PV's finalizer goes", "pvc", klog.KObj(claim), "pv", klog.KObj(pv))
+	if err := p.forgetInFlight(ctx, claim); err != nil {
+		return err
+	}
+	p.handoffs.done(claim.UID)
+	p.secretsUsed.done(claim.UID)
+	return nil
 }
