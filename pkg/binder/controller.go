@@ -102,29 +102,37 @@ func New(opts Options) (*Controller, error) {
 	classInf := c.factory.Storage().V1().StorageClasses()
 	nodeInf := c.factory.Core().V1().Nodes()
 	c.classLister, c.nodeLister = classInf.Lister(), nodeInf.Lister()
-	// The workers decide on the Store and the Index, which the handlers
-	// fill: they start once each handler has been handed every object of
-	// its informer's first list (the registration's HasSynced), not once
-	// the informer has merely read them (its own HasSynced). Otherwise a
-	// claim could be decided on before its matching volume is indexed (and
-	// be provisioned a new one), or a bound volume before its claim is
-	// stored. The node informer has no handler: its lister is read.
-	c.synced = []cache.InformerSynced{nodeInf.Informer().HasSynced}
+	if err := c.watch(claimInf.Informer(), volumeInf.Informer(), classInf.Informer(), nodeInf.Informer().HasSynced); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// watch registers the handlers that fill the Store and the Index on the
+// claim, volume and class informers. The workers decide on the Store and
+// the Index: they start once each handler has been handed every object of
+// its informer's first list (the registration's HasSynced), not once the
+// informer has merely read them (its own HasSynced). Otherwise a claim
+// could be decided on before its matching volume is indexed (and be
+// provisioned a new one), or a bound volume before its claim is stored.
+// The node informer has no handler: its lister is read, once it has synced.
+func (c *Controller) watch(claims, volumes, classes cache.SharedIndexInformer, nodesSynced cache.InformerSynced) error {
+	c.synced = []cache.InformerSynced{nodesSynced}
 	for _, h := range []struct {
 		inf     cache.SharedIndexInformer
 		handler cache.ResourceEventHandler
 	}{
-		{claimInf.Informer(), c.claimHandler()},
-		{volumeInf.Informer(), c.volumeHandler()},
-		{classInf.Informer(), c.classHandler()},
+		{claims, c.claimHandler()},
+		{volumes, c.volumeHandler()},
+		{classes, c.classHandler()},
 	} {
 		reg, err := h.inf.AddEventHandler(h.handler)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.synced = append(c.synced, reg.HasSynced)
 	}
-	return c, nil
+	return nil
 }
 
 // transform trims what the informers cache. Of a node the binder needs only

@@ -14,26 +14,36 @@ import (
 // it delivers itself, instead of Run's informers and workers. Production
 // code does not use them.
 
-// SimInputs replace what Run would start: the class and node listers and
-// the claim and volume queues (the queues New made are shut down).
+// SimInputs replace what Run would start: the claim, volume and class
+// informers (the handlers that fill the Store and the Index are registered
+// on them, as New does on its own), the node lister and whether it has
+// synced, and the claim and volume queues (the queues New made are shut
+// down).
 type SimInputs struct {
-	Classes                 storagelisters.StorageClassLister
-	Nodes                   corelisters.NodeLister
-	ClaimQueue, VolumeQueue workqueue.TypedRateLimitingInterface[string]
+	Claims, Volumes, Classes cache.SharedIndexInformer
+	Nodes                    corelisters.NodeLister
+	NodesSynced              cache.InformerSynced
+	ClaimQueue, VolumeQueue  workqueue.TypedRateLimitingInterface[string]
 }
 
 // UseSimInputs wires a Controller to the simulator's inputs.
-func (c *Controller) UseSimInputs(in SimInputs) {
+func (c *Controller) UseSimInputs(in SimInputs) error {
 	c.claimQueue.ShutDown()
 	c.volumeQueue.ShutDown()
-	c.classLister, c.nodeLister = in.Classes, in.Nodes
+	c.classLister, c.nodeLister = storagelisters.NewStorageClassLister(in.Classes.GetIndexer()), in.Nodes
 	c.claimQueue, c.volumeQueue = in.ClaimQueue, in.VolumeQueue
+	return c.watch(in.Claims, in.Volumes, in.Classes, in.NodesSynced)
 }
 
-// Handlers are the event handlers Run registers on the claim, volume and
-// class informers.
-func (c *Controller) Handlers() (claims, volumes, classes cache.ResourceEventHandler) {
-	return c.claimHandler(), c.volumeHandler(), c.classHandler()
+// Synced reports whether Run's workers would have started: what they wait
+// for (see watch) has synced.
+func (c *Controller) Synced() bool {
+	for _, synced := range c.synced {
+		if !synced() {
+			return false
+		}
+	}
+	return true
 }
 
 // SyncClaim syncs one claim (namespace/name), as a worker does.

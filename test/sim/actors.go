@@ -240,6 +240,10 @@ func (w *World) adminStaticPV() string {
 	if c.Spec.VolumeAttributesClassName != nil {
 		pv.Spec.VolumeAttributesClassName = c.Spec.VolumeAttributesClassName
 	}
+	if w.rng.Intn(2) == 0 {
+		// The disk of a claim whose expansion had not finished.
+		pv.Annotations = map[string]string{annPreResize: "3Gi"}
+	}
 	if _, err := w.api.Create(pv); err != nil {
 		return "admin: static PV: " + err.Error()
 	}

@@ -9,13 +9,59 @@ import (
 )
 
 // informer stands for a SharedIndexInformer: its store is an indexer that
-// the simulator fills only when the scheduler delivers an object, and its
-// handlers are called then. Methods tether does not use are left to the
-// nil embedded interface (they would panic).
+// the simulator fills only when the scheduler delivers an object. As in
+// client-go, the store is ahead of the handlers: each handler has a
+// listener whose notifications the scheduler hands over one at a time, in
+// order, later. A registration has synced once its listener has handed
+// over every object of the first list. Methods tether does not use are
+// left to the nil embedded interface (they would panic).
 type informer struct {
 	cache.SharedIndexInformer
-	indexer  cache.Indexer
-	handlers []cache.ResourceEventHandler
+	indexer   cache.Indexer
+	listeners []*listener
+}
+
+// listener is one handler's notifications not yet handed over.
+type listener struct {
+	handler cache.ResourceEventHandler
+	fifo    []notification
+	// initial counts the first list's objects not yet handed over.
+	initial int
+	listed  bool
+}
+
+// notification is one call of a handler.
+type notification struct {
+	old, obj any // obj nil: a deletion of old
+	initial  bool
+}
+
+func (l *listener) HasSynced() bool                     { return l.listed && l.initial == 0 }
+func (l *listener) HasSyncedChecker() cache.DoneChecker { return nil }
+
+// next hands over the oldest notification and says what it was.
+func (l *listener) next() string {
+	n := l.fifo[0]
+	l.fifo = l.fifo[1:]
+	if n.initial {
+		l.initial--
+	}
+	switch {
+	case n.obj == nil:
+		l.handler.OnDelete(n.old)
+		return "delete " + keyOf(n.old)
+	case n.old == nil:
+		l.handler.OnAdd(n.obj, n.initial)
+		return "add " + keyOf(n.obj)
+	default:
+		l.handler.OnUpdate(n.old, n.obj)
+		return "update " + keyOf(n.obj)
+	}
+}
+
+func keyOf(obj any) string {
+	k, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	return k
 }
 
 func newInformer() *informer {
@@ -23,10 +69,6 @@ func newInformer() *informer {
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})}
 }
 
-type registration struct{}
-
-func (registration) HasSynced() bool                                                { return true }
-func (registration) HasSyncedChecker() cache.DoneChecker                            { return nil }
 func (i *informer) GetStore() cache.Store                                           { return i.indexer }
 func (i *informer) GetIndexer() cache.Indexer                                       { return i.indexer }
 func (i *informer) HasSynced() bool                                                 { return true }
@@ -36,14 +78,25 @@ func (i *informer) LastSyncResourceVersion() string                             
 func (i *informer) SetTransform(cache.TransformFunc) error                          { return nil }
 func (i *informer) RemoveEventHandler(cache.ResourceEventHandlerRegistration) error { return nil }
 func (i *informer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	i.handlers = append(i.handlers, h)
-	return registration{}, nil
+	l := &listener{handler: h}
+	i.listeners = append(i.listeners, l)
+	return l, nil
 }
 func (i *informer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, _ time.Duration) (cache.ResourceEventHandlerRegistration, error) {
 	return i.AddEventHandler(h)
 }
 func (i *informer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, _ cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
 	return i.AddEventHandler(h)
+}
+
+// notify queues a notification for every handler.
+func (i *informer) notify(n notification) {
+	for _, l := range i.listeners {
+		if n.initial {
+			l.initial++
+		}
+		l.fifo = append(l.fifo, n)
+	}
 }
 
 // caches are one process's informers, one per resource, with the keys
@@ -64,11 +117,20 @@ func newCaches(w *World, resources ...string) *caches {
 }
 
 // fill delivers every object of the API at once, as an informer's list
-// does on start.
+// does on start: the stores have them all, and the handlers get them
+// later, one notification at a time.
 func (c *caches) fill() {
 	for _, r := range sortedKeys(c.inf) {
+		inf := c.inf[r]
 		for _, k := range c.w.api.keys(r) {
-			c.deliver(r, k)
+			if cur := c.w.api.peek(r, k); cur != nil {
+				obj := cur.DeepCopyObject()
+				_ = inf.indexer.Add(obj)
+				inf.notify(notification{obj: obj, initial: true})
+			}
+		}
+		for _, l := range inf.listeners {
+			l.listed = true
 		}
 		clear(c.pending[r])
 	}
@@ -80,8 +142,8 @@ func (c *caches) changed(resource, key string) {
 	}
 }
 
-// deliver brings one object of the cache up to the API's version, and
-// tells the handlers.
+// deliver brings one object of the store up to the API's version, and
+// queues the handlers' notifications.
 func (c *caches) deliver(resource, key string) {
 	delete(c.pending[resource], key)
 	inf := c.inf[resource]
@@ -92,21 +154,34 @@ func (c *caches) deliver(resource, key string) {
 		obj := cur.DeepCopyObject()
 		if exists {
 			_ = inf.indexer.Update(obj)
-			for _, h := range inf.handlers {
-				h.OnUpdate(old, obj)
-			}
+			inf.notify(notification{old: old, obj: obj})
 		} else {
 			_ = inf.indexer.Add(obj)
-			for _, h := range inf.handlers {
-				h.OnAdd(obj, false)
-			}
+			inf.notify(notification{obj: obj})
 		}
 	case exists:
 		_ = inf.indexer.Delete(old)
-		for _, h := range inf.handlers {
-			h.OnDelete(old)
+		inf.notify(notification{old: old})
+	}
+}
+
+// waiting lists the listeners with notifications to hand over, with the
+// resource of each.
+func (c *caches) waiting() (out []waitingListener) {
+	for _, r := range sortedKeys(c.inf) {
+		for i, l := range c.inf[r].listeners {
+			if len(l.fifo) > 0 {
+				out = append(out, waitingListener{r, i, l})
+			}
 		}
 	}
+	return out
+}
+
+type waitingListener struct {
+	resource string
+	index    int
+	l        *listener
 }
 
 // pendingKeys lists resource/key pairs not yet delivered, sorted.

@@ -81,6 +81,7 @@ func (w *World) checkDelete(v *backendVolume) {
 // tracked (by one PV, or by a record) or deleted; no PV is named by two
 // bound claims; no claim is Lost while its PV is bound to it.
 func (w *World) checkStep() {
+	w.checkCapacities()
 	pvsByHandle := map[string]int{}
 	pvNames := map[string]bool{}
 	for _, pv := range w.api.volumes() {

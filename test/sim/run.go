@@ -124,8 +124,22 @@ func (w *World) options(settling bool) []option {
 			})
 		}
 	}
+	for _, c := range cs {
+		if ls := c.waiting(); len(ls) > 0 {
+			add(8*sys, func() string {
+				l := pick(w, ls)
+				what := l.l.next()
+				return fmt.Sprintf("notify the %s's %s handler #%d: %s", w.procName(c), l.resource, l.index, what)
+			})
+		}
+	}
 	for _, q := range w.queues() {
 		q.promote(w.now)
+		if q == w.bind.claimQ || q == w.bind.volumeQ {
+			if !w.bind.ctrl.Synced() {
+				continue // Run's workers wait for the handlers' first lists
+			}
+		}
 		if keys := q.readyKeys(); len(keys) > 0 {
 			add(5*sys, func() string { return w.work(q, pick(w, keys)) })
 		}
@@ -217,7 +231,11 @@ func (w *World) work(q *queue, key string) string {
 	}
 	switch q {
 	case w.bind.claimQ:
+		before := w.handedOff(key)
 		err = w.bind.ctrl.SyncClaim(ctx, key)
+		if !before && w.handedOff(key) {
+			w.checkHandOff(key)
+		}
 	case w.bind.volumeQ:
 		err = w.bind.ctrl.SyncVolume(ctx, key)
 	}

@@ -270,6 +270,8 @@ type bindProc struct {
 	ctrl    *binder.Controller
 	claimQ  *queue
 	volumeQ *queue
+	// firstPVs are the PVs of its first list.
+	firstPVs []string
 }
 
 func (w *World) startBinder() {
@@ -279,13 +281,14 @@ func (w *World) startBinder() {
 	if err != nil {
 		panic(err)
 	}
-	ctrl.UseSimInputs(binder.SimInputs{Classes: storagelisters.NewStorageClassLister(b.caches.inf[rClasses].indexer),
-		Nodes: corelisters.NewNodeLister(b.caches.inf[rNodes].indexer), ClaimQueue: b.claimQ, VolumeQueue: b.volumeQ})
-	hc, hv, hs := ctrl.Handlers()
-	_, _ = b.caches.inf[rClaims].AddEventHandler(hc)
-	_, _ = b.caches.inf[rVolumes].AddEventHandler(hv)
-	_, _ = b.caches.inf[rClasses].AddEventHandler(hs)
+	inf := b.caches.inf
+	if err := ctrl.UseSimInputs(binder.SimInputs{Claims: inf[rClaims], Volumes: inf[rVolumes], Classes: inf[rClasses],
+		Nodes: corelisters.NewNodeLister(inf[rNodes].indexer), NodesSynced: inf[rNodes].HasSynced,
+		ClaimQueue: b.claimQ, VolumeQueue: b.volumeQ}); err != nil {
+		panic(err)
+	}
 	b.ctrl = ctrl
 	w.bind = b
 	b.caches.fill()
+	b.firstPVs = w.api.keys(rVolumes)
 }
