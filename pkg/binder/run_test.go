@@ -2,11 +2,15 @@ package binder
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -24,6 +28,24 @@ func pollUntil(timeout time.Duration, cond func() bool) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
+	}
+}
+
+// bumpVersion gives each updated object a new resourceVersion, as the API
+// server does.
+func bumpVersion() k8stesting.ReactionFunc {
+	var mu sync.Mutex
+	next := 100
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if u, ok := a.(k8stesting.UpdateAction); ok {
+			if m, err := meta.Accessor(u.GetObject()); err == nil {
+				mu.Lock()
+				next++
+				m.SetResourceVersion(strconv.Itoa(next))
+				mu.Unlock()
+			}
+		}
+		return false, nil, nil
 	}
 }
 
@@ -64,6 +86,9 @@ func TestWorkersWaitForOwnCaches(t *testing.T) {
 	client := fake.NewClientset(class, claim, pv)
 	var writes claimWrites
 	client.PrependReactor("update", "persistentvolumeclaims", writes.reactor)
+	// The fake tracker keeps resourceVersions as written; an API server
+	// moves them on, and the Store keeps the newest copy by them.
+	client.PrependReactor("update", "*", bumpVersion())
 	c, err := New(Options{Client: client, Workers: 2, Recorder: record.NewFakeRecorder(100)})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +123,7 @@ func TestWorkersWaitForOwnCaches(t *testing.T) {
 	all := writes.all()
 	for i, w := range all {
 		if p := w.Annotations[storagehelpers.AnnStorageProvisioner]; p != "" {
-			t.Errorf("claim write %d handed the claim to provisioner %q while volume pv matched it (the index was not filled yet)", i, p)
+			t.Errorf("claim write %d handed the claim to provisioner %q while volume pv matched it (the index was not filled yet); writes: %s", i, p, describeWrites(all))
 		}
 	}
 	if len(all) == 0 {
@@ -110,4 +135,12 @@ func TestWorkersWaitForOwnCaches(t *testing.T) {
 	if !bound {
 		t.Error("the claim was not bound to pv")
 	}
+}
+
+func describeWrites(all []*v1.PersistentVolumeClaim) string {
+	var out []string
+	for _, w := range all {
+		out = append(out, fmt.Sprintf("{rv %s volume %q phase %s ann %v}", w.ResourceVersion, w.Spec.VolumeName, w.Status.Phase, w.Annotations))
+	}
+	return strings.Join(out, ", ")
 }
