@@ -15,7 +15,8 @@ import (
 // strip): create, delete, forge, strip, delete-namespace,
 // create-namespace, edit-vac, retain, delete-released, node,
 // recreate-class, static-pv, other-cluster, crash-provisioner,
-// crash-binder, sweep, csinode (node mode); and node-mode or central-mode
+// crash-binder, sweep, lease (centralised mode), csinode (node mode); and
+// node-mode or central-mode
 // leaves that deployment mode out.
 var Disabled = map[string]bool{}
 
@@ -59,12 +60,14 @@ func RunSchedule(seed int64) Result {
 	}
 	w.settle(3)
 	w.checkEnd()
+	w.killHandover()
 	return Result{Seed: seed, Steps: w.steps, Violations: w.violations, Trace: w.trace}
 }
 
 // step picks one option at random, by weight, runs it and checks the
 // invariants. In settle mode only the system's own work is picked.
 func (w *World) step(settling bool) bool {
+	w.checkHandover()
 	opts := w.options(settling)
 	total := 0
 	for _, o := range opts {
@@ -135,6 +138,9 @@ func (w *World) options(settling bool) []option {
 	}
 	for _, q := range w.queues() {
 		q.promote(w.now)
+		if w.busyOld(q) {
+			continue // its lease is lost: it takes no new work
+		}
 		if q == w.bind.claimQ || q == w.bind.volumeQ {
 			if !w.bind.ctrl.Synced() {
 				continue // Run's workers wait for the handlers' first lists
@@ -143,6 +149,9 @@ func (w *World) options(settling bool) []option {
 		if keys := q.readyKeys(); len(keys) > 0 {
 			add(5*sys, func() string { return w.work(q, pick(w, keys)) })
 		}
+	}
+	if h := w.handover; h != nil && h.q != nil && !h.ran {
+		add(5, w.finishCall)
 	}
 	if n := len(w.back.pending); n > 0 {
 		add(2, func() string { w.back.finish(w.rng.Intn(n)); return "driver: a timed-out CreateVolume completes" })
@@ -190,7 +199,12 @@ func (w *World) options(settling bool) []option {
 		return "crash: the " + w.provs[i].name + " restarts (memory lost, caches re-listed)"
 	})
 	actor("crash-binder", 1, func() string { w.startBinder(); return "crash: the binder restarts (memory lost, caches re-listed)" })
-	actor("sweep", 1, func() string { return w.sweep(pick(w, w.provs)) })
+	if !w.busyOld(w.provs[0].ifQ) {
+		actor("sweep", 1, func() string { return w.sweep(pick(w, w.provs)) })
+	}
+	if !w.cfg.Node && w.handover == nil {
+		actor("lease", 1, w.loseLease)
+	}
 	if w.cfg.Node {
 		actor("csinode", 1, w.adminCSINode)
 	}
@@ -213,7 +227,7 @@ func (w *World) work(q *queue, key string) string {
 	var err error
 	w.who = q.name
 	defer func() { w.who = "" }()
-	for _, p := range w.provs {
+	for _, p := range w.procs() {
 		switch q {
 		case p.lib.claimQ:
 			err = p.lib.syncClaim(ctx, key)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tether-csi/tether/pkg/binder"
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/server"
 )
 
 // Config is what one schedule's world is built with (drawn from its seed).
@@ -48,8 +49,11 @@ type World struct {
 	api   *API
 	back  *backend
 	provs []*provProc // one, or one per node in node mode
-	bind  *bindProc
-	steps int
+	// handover is a lost lease not yet taken over, or whose old leader's
+	// call is not over (see lease.go).
+	handover *handover
+	bind     *bindProc
+	steps    int
 
 	trace      []string
 	violations []string
@@ -180,6 +184,8 @@ type provProc struct {
 	sweeper    *provisioner.Sweeper
 	lib        *library
 	nodeLister corelisters.NodeLister
+	// work is what cmd/provisioner runs under the lease (see lease.go).
+	work *server.Work
 }
 
 // provisioners is how many provisioner processes run: one per node in
@@ -194,7 +200,10 @@ func (w *World) provisioners() int {
 // startProvisioner starts (or restarts, losing its memory) the i-th
 // provisioner process.
 func (w *World) startProvisioner(i int) {
-	p := &provProc{w: w, name: "provisioner"}
+	if h := w.handover; h != nil && !h.started && i < len(w.provs) && w.provs[i] == h.old {
+		w.killHandover() // the old leader crashes before its call is over
+	}
+	p := &provProc{w: w, name: "provisioner", work: &server.Work{}}
 	if w.cfg.Node {
 		p.node = nodeNames[i]
 		p.name += "@" + p.node
