@@ -35,3 +35,14 @@ func (p *Provisioner) NewSimSweeper(o SweepOptions, volumes cache.SharedIndexInf
 	o.VolumeEvents = volumes
 	return p.NewSweeper(context.Background(), o)
 }
+
+// SetQueue replaces the clone protection's work queue (the one it was made
+// with is shut down). Call it before the informers deliver anything.
+func (c *CloneProtection) SetQueue(q workqueue.TypedRateLimitingInterface[string]) {
+	c.queue.ShutDown()
+	c.queue, c.clones.queue = q, q
+}
+
+// Sync releases one clone source if no clone of it is in progress, as a
+// worker of Run does.
+func (c *CloneProtection) Sync(ctx context.Context, key string) error { return c.sync(ctx, key) }

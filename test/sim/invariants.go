@@ -42,6 +42,7 @@ func (w *World) checkCreate(d *driver, req *csi.CreateVolumeRequest) {
 // named, that a live claim owns, or that the claim being cleaned up did
 // not own.
 func (w *World) checkDelete(v *backendVolume) {
+	w.checkCloneSource(v)
 	if v.Other {
 		w.violate("%s: DeleteVolume of %s (%s), made by another cluster", w.who, v.ID, v.Name)
 		return

@@ -33,7 +33,7 @@ func (w *World) loseLease() string {
 	old := w.provs[0]
 	h := &handover{old: old, gate: make(chan struct{}), finished: make(chan struct{}), done: make(chan struct{})}
 	var items []*queue
-	for _, q := range []*queue{old.lib.claimQ, old.lib.volumeQ, old.lib.saveQ, old.ifQ} {
+	for _, q := range old.procQueues() {
 		q.promote(w.now)
 		if len(q.readyKeys()) > 0 {
 			items = append(items, q)
@@ -140,7 +140,7 @@ func (w *World) busyOld(q *queue) bool {
 	if h == nil || h.started {
 		return false
 	}
-	return slices.Contains([]*queue{h.old.lib.claimQ, h.old.lib.volumeQ, h.old.lib.saveQ, h.old.ifQ}, q)
+	return slices.Contains(h.old.procQueues(), q)
 }
 
 // procs are the provisioner processes whose queues may be worked: the
@@ -150,4 +150,9 @@ func (w *World) procs() []*provProc {
 		return append(slices.Clone(w.provs), h.old)
 	}
 	return w.provs
+}
+
+// procQueues are a provisioner process's work queues.
+func (p *provProc) procQueues() []*queue {
+	return []*queue{p.lib.claimQ, p.lib.volumeQ, p.lib.saveQ, p.ifQ, p.cloneQ}
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // Disabled names the actors left out of a run (make sim SIM_WITHOUT=forge,
-// strip): create, delete, forge, strip, delete-namespace,
+// strip): create, delete, clone, forge, strip, delete-namespace,
 // create-namespace, edit-vac, retain, delete-released, node,
 // recreate-class, static-pv, other-cluster, crash-provisioner,
 // crash-binder, sweep, lease (centralised mode), csinode (node mode); and
@@ -95,7 +95,7 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func (w *World) queues() []*queue {
 	var qs []*queue
 	for _, p := range w.provs {
-		qs = append(qs, p.lib.claimQ, p.lib.volumeQ, p.lib.saveQ, p.ifQ)
+		qs = append(qs, p.procQueues()...)
 	}
 	if b := w.bind; b != nil {
 		qs = append(qs, b.claimQ, b.volumeQ)
@@ -180,6 +180,7 @@ func (w *World) options(settling bool) []option {
 	}
 	actor("create", 4, w.tenantCreate)
 	actor("delete", 3, w.tenantDelete)
+	actor("clone", 2, w.tenantClone)
 	actor("forge", 1, w.tenantForge)
 	actor("strip", 1, w.tenantStrip)
 	actor("delete-namespace", 1, w.tenantDeleteNamespace)
@@ -235,6 +236,8 @@ func (w *World) work(q *queue, key string) string {
 			err = p.lib.syncVolume(ctx, key)
 		case p.lib.saveQ:
 			err = p.lib.syncSave(ctx, key)
+		case p.cloneQ:
+			err = p.clones.Sync(ctx, key)
 		case p.ifQ:
 			if obj, ok, _ := p.caches.inf[rClaims].indexer.GetByKey(key); ok {
 				w.cleanup = obj.(*v1.PersistentVolumeClaim)
@@ -288,10 +291,14 @@ func (w *World) repair() {
 	}
 }
 
+// quietAfter is how long settle(0) lets time pass for retries alone.
+const quietAfter = 30 * time.Minute
+
 // settle runs the system until nothing is pending: when no work is ready,
 // time jumps to the next delayed key; then it sweeps, sweeps more times
 // a minute apart.
 func (w *World) settle(sweeps int) {
+	start := w.now
 	for budget := 1500; budget > 0; budget-- {
 		if w.step(true) {
 			continue
@@ -302,6 +309,12 @@ func (w *World) settle(sweeps int) {
 			if t, ok := q.next(); ok && (!found || t.Before(next)) {
 				next, found = t, true
 			}
+		}
+		if found && sweeps == 0 && next.Sub(start) > quietAfter {
+			// Only retries are left (a clone of a source that is gone
+			// waits for ever, as with external-provisioner).
+			w.tracef("---- quiet: only retries left after %s", quietAfter)
+			return
 		}
 		if found {
 			w.now = next

@@ -181,6 +181,8 @@ type provProc struct {
 	prov       *provisioner.Provisioner
 	inflight   *provisioner.InFlight
 	ifQ        *queue
+	clones     *provisioner.CloneProtection
+	cloneQ     *queue
 	sweeper    *provisioner.Sweeper
 	lib        *library
 	nodeLister corelisters.NodeLister
@@ -226,7 +228,7 @@ func (w *World) startProvisioner(i int) {
 	var err error
 	p.prov, err = provisioner.New(provisioner.Options{Client: p.client, Driver: p.drv, Node: node,
 		Request:  provisioner.RequestOptions{VolumeNamePrefix: prefix, VolumeNameUUIDLen: -1, Owner: owner},
-		Topology: true, ModifyVolume: true, Identity: "sim",
+		Topology: true, ModifyVolume: true, Clone: true, Identity: "sim",
 		Claims:  corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
 		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer),
 		Classes: classes, Nodes: p.nodeLister,
@@ -245,6 +247,13 @@ func (w *World) startProvisioner(i int) {
 		panic(err)
 	}
 	p.inflight.SetQueue(p.ifQ)
+	p.clones, err = provisioner.NewCloneProtection(provisioner.CloneProtectionOptions{Client: p.client, Claims: ix(rClaims),
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)})
+	if err != nil {
+		panic(err)
+	}
+	p.cloneQ = newQueue(w, "clone-protection"+p.suffix())
+	p.clones.SetQueue(p.cloneQ)
 	policy := provisioner.OrphanReport
 	if w.cfg.Owner {
 		policy = provisioner.OrphanDelete
