@@ -4,6 +4,9 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner"
 )
 
 // tenantClone makes a clone of a claim of its namespace: same class and
@@ -14,14 +17,22 @@ func (w *World) tenantClone() string {
 	for _, ns := range w.liveNamespaces() {
 		live[ns] = true
 	}
-	var sources []*v1.PersistentVolumeClaim
+	var sources, bound []*v1.PersistentVolumeClaim
 	for _, c := range w.api.claims() {
 		if live[c.Namespace] && c.Spec.StorageClassName != nil {
 			sources = append(sources, c)
+			if c.Status.Phase == v1.ClaimBound {
+				bound = append(bound, c)
+			}
 		}
 	}
 	if len(sources) == 0 {
 		return "tenant: nothing to clone"
+	}
+	// Mostly a bound claim: a clone of it is made at once, while the
+	// actors and faults are still on.
+	if len(bound) > 0 && w.rng.Intn(4) > 0 {
+		sources = bound
 	}
 	src := pick(w, sources)
 	c := w.newClaim(src.Namespace, *src.Spec.StorageClassName, src.Spec.Resources.Requests.Storage().String())
@@ -47,5 +58,26 @@ func (w *World) checkCloneSource(v *backendVolume) {
 			continue
 		}
 		w.violate("%s: DeleteVolume of %s (%s) while the clone %s is still being copied from it", w.who, v.ID, v.Name, p.vol.Name)
+	}
+}
+
+// checkCloneSources runs after every step: while a clone's CreateVolume
+// may still run, or be repeated by its clean-up (it was sent, the clone
+// holds its in-flight record and is not bound to its own volume), its
+// source claim is there (the cloning protection holds it), but where the
+// tenant wrote or removed the clone's record itself.
+func (w *World) checkCloneSources() {
+	for _, c := range w.api.claims() {
+		own := ownName(c)
+		if !inflight.Holds(c) || !w.cloned[own] || c.Spec.VolumeName == own || w.forged[string(c.UID)] || w.stripped[own] {
+			continue
+		}
+		src, ok := provisioner.CloneSourceName(c)
+		if !ok {
+			continue
+		}
+		if w.api.peek(rClaims, objKey(c.Namespace, src)) == nil {
+			w.violate("clone %s/%s may still be copied (it holds its record), and its source claim %s is gone", c.Namespace, c.Name, src)
+		}
 	}
 }

@@ -109,6 +109,9 @@ func (d *driver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	w := d.b.w
 	key := d.node + "/" + req.GetName()
 	w.checkCreate(d, req)
+	if strings.HasPrefix(sourceOf(req), "volume:") {
+		w.cloned[req.GetName()] = true
+	}
 	w.checkNodeCreate(d, req.GetName())
 	if w.machineGone(d) {
 		w.tracef("  csi CreateVolume %s: Unavailable (node %s is deleted)", key, d.node)

@@ -83,6 +83,7 @@ func (w *World) checkDelete(v *backendVolume) {
 // bound claims; no claim is Lost while its PV is bound to it.
 func (w *World) checkStep() {
 	w.checkCapacities()
+	w.checkCloneSources()
 	pvsByHandle := map[string]int{}
 	pvNames := map[string]bool{}
 	for _, pv := range w.api.volumes() {

@@ -73,6 +73,7 @@ type World struct {
 	stripped map[string]bool   // volume names whose record the tenant removed
 	events   []event
 	seen     map[string]bool
+	cloned   map[string]bool // volume names a CreateVolume with a source volume was sent for
 	nsSeq    int
 	claimSeq int
 }
@@ -80,7 +81,8 @@ type World struct {
 func newWorld(seed int64) *World {
 	w := &World{seed: seed, rng: rand.New(rand.NewSource(seed)),
 		now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		claimNS: map[string]string{}, forged: map[string]bool{}, stripped: map[string]bool{}, seen: map[string]bool{}}
+		claimNS: map[string]string{}, forged: map[string]bool{}, stripped: map[string]bool{}, seen: map[string]bool{},
+		cloned: map[string]bool{}}
 	w.ctx = klog.NewContext(context.Background(), logr.Discard())
 	w.cfg = Config{StrictParams: w.rng.Intn(2) == 0, Owner: w.rng.Intn(3) > 0, Steps: 30 + w.rng.Intn(50)}
 	// The mode is drawn from a hash of the seed, not from the random
