@@ -30,6 +30,9 @@ type Writer struct {
 	Volumes  *Index
 	Claims   *Store[*v1.PersistentVolumeClaim]
 	Metrics  *Metrics
+	// keepRecords leaves the provisioner's in-flight record on a claim it
+	// binds, as KCM's binder does (the simulator's stand-in for KCM).
+	keepRecords bool
 }
 
 // ApplyClaim carries out a claim decision.
@@ -113,7 +116,9 @@ func (w *Writer) bind(ctx context.Context, claim *v1.PersistentVolumeClaim, pv *
 		metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnBindCompleted, "yes")
 		// The provisioner's in-flight record goes in the same write: the
 		// PV that tracks the claim's volume is saved (saves it a write).
-		inflight.Settle(c, pv)
+		if !w.keepRecords {
+			inflight.Settle(c, pv)
+		}
 		var err error
 		if claim, err = w.updateClaim(ctx, c); err != nil {
 			return err

@@ -24,6 +24,9 @@ type SimInputs struct {
 	Nodes                    corelisters.NodeLister
 	NodesSynced              cache.InformerSynced
 	ClaimQueue, VolumeQueue  workqueue.TypedRateLimitingInterface[string]
+	// KCM: the binder stands for kube-controller-manager's, which leaves
+	// the provisioner's in-flight record on the claims it binds.
+	KCM bool
 }
 
 // UseSimInputs wires a Controller to the simulator's inputs.
@@ -32,6 +35,7 @@ func (c *Controller) UseSimInputs(in SimInputs) error {
 	c.volumeQueue.ShutDown()
 	c.classLister, c.nodeLister = storagelisters.NewStorageClassLister(in.Classes.GetIndexer()), in.Nodes
 	c.claimQueue, c.volumeQueue = in.ClaimQueue, in.VolumeQueue
+	c.writer.keepRecords = in.KCM
 	return c.watch(in.Claims, in.Volumes, in.Classes, in.NodesSynced)
 }
 

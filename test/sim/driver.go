@@ -35,6 +35,8 @@ type backendVolume struct {
 	Deleted bool
 	// Gone: it went with its node (Deleted too).
 	Gone bool
+	// Upstream: external-provisioner made it (upstream.go).
+	Upstream bool
 }
 
 // pendingCreate is a CreateVolume that timed out for its caller and goes
@@ -64,6 +66,9 @@ func newBackend(w *World) *backend {
 type driver struct {
 	b    *backend
 	node string
+	// upstream: external-provisioner's calls (upstream.go): what they make
+	// and delete is left out of tether's checks.
+	upstream bool
 }
 
 var (
@@ -108,7 +113,9 @@ func sourceOf(req *csi.CreateVolumeRequest) string {
 func (d *driver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	w := d.b.w
 	key := d.node + "/" + req.GetName()
-	w.checkCreate(d, req)
+	if !d.upstream {
+		w.checkCreate(d, req)
+	}
 	if strings.HasPrefix(sourceOf(req), "volume:") {
 		w.cloned[req.GetName()] = true
 	}
@@ -144,7 +151,8 @@ func (d *driver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 			return nil, status.Error(codes.NotFound, "the source volume does not exist")
 		}
 	}
-	vol := &backendVolume{Name: req.GetName(), Node: d.node, Request: rk, Source: sourceOf(req), Context: map[string]string{}}
+	vol := &backendVolume{Name: req.GetName(), Node: d.node, Request: rk, Source: sourceOf(req), Context: map[string]string{},
+		Upstream: d.upstream}
 	if o := req.GetParameters()[provisioner.OwnerKey]; o != "" {
 		vol.Context[provisioner.OwnerKey] = o
 	}
@@ -214,7 +222,9 @@ func (d *driver) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 	if d.node != "" && v.Node != d.node {
 		return nil, status.Error(codes.NotFound, "not on this node")
 	}
-	w.checkDelete(v)
+	if !d.upstream {
+		w.checkDelete(v)
+	}
 	v.Deleted = true
 	delete(d.b.byName, v.Node+"/"+v.Name)
 	w.tracef("  csi DeleteVolume %s (%s)", v.ID, v.Name)

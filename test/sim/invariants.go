@@ -161,9 +161,10 @@ func (w *World) leakHint(v *backendVolume) string {
 
 // exempt: volumes an admin keeps (a Retain PV named them), volumes whose
 // record the tenant removed itself (only the sweep can find those, checked
-// at the end), and volumes reported abandoned.
+// at the end), volumes reported abandoned, and volumes external-provisioner
+// made (its leaks are its own).
 func (w *World) exempt(v *backendVolume) bool {
-	return w.api.retained[v.ID] || w.api.retained[v.Name] || w.stripped[v.Name] || w.abandoned(v)
+	return w.api.retained[v.ID] || w.api.retained[v.Name] || w.stripped[v.Name] || w.abandoned(v) || v.Upstream
 }
 
 // checkEnd runs at quiescence after the tear-down: nothing is left
@@ -188,7 +189,10 @@ func (w *World) checkEnd() {
 		if v.Deleted || v.Other || w.api.retained[v.ID] || w.api.retained[v.Name] || w.abandoned(v) {
 			continue
 		}
-		if w.stripped[v.Name] && w.reported(v) {
+		// The tenant's own leaks, and external-provisioner's (its
+		// volumes made for claims it then lost track of), are found by
+		// tether's sweep.
+		if (w.stripped[v.Name] || v.Upstream) && w.reported(v) {
 			continue
 		}
 		tracked := false

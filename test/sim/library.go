@@ -47,7 +47,10 @@ import (
 //     through Provisioner.Delete, then the PV is deleted and its finalizer
 //     removed from the cache's copy with an Update.
 type library struct {
-	p        *provProc
+	p *provProc
+	// prov is the provisioner the library calls: tether's, or the model
+	// of external-provisioner's (upstream.go).
+	prov     libProvisioner
 	client   kubernetes.Interface
 	claimQ   *queue // claim UIDs
 	volumeQ  *queue // PV names
@@ -60,9 +63,17 @@ type library struct {
 
 const finalizerPV = "external-provisioner.volume.kubernetes.io/finalizer"
 
-func newLibrary(p *provProc) *library {
+// libProvisioner is what the library calls of a provisioner.
+type libProvisioner interface {
+	ShouldProvision(context.Context, *v1.PersistentVolumeClaim) bool
+	Provision(context.Context, controller.ProvisionOptions) (*v1.PersistentVolume, controller.ProvisioningState, error)
+	Delete(context.Context, *v1.PersistentVolume) error
+	ShouldDelete(context.Context, *v1.PersistentVolume) bool
+}
+
+func newLibrary(p *provProc, prov libProvisioner, client kubernetes.Interface) *library {
 	w := p.w
-	l := &library{p: p, client: p.prov.LibraryClient(p.client),
+	l := &library{p: p, prov: prov, client: client,
 		claimQ: newQueue(w, "library-claims"+p.suffix()), volumeQ: newQueue(w, "library-volumes"+p.suffix()),
 		saveQ:   newQueue(w, "library-save"+p.suffix()),
 		unsaved: map[string]*v1.PersistentVolume{}, progress: map[string]*v1.PersistentVolumeClaim{},
@@ -131,7 +142,7 @@ func (l *library) class(name string) (*storagev1.StorageClass, error) {
 }
 
 func (l *library) shouldProvision(ctx context.Context, claim *v1.PersistentVolumeClaim) (bool, error) {
-	if claim.Spec.VolumeName != "" || !l.p.prov.ShouldProvision(ctx, claim) {
+	if claim.Spec.VolumeName != "" || !l.prov.ShouldProvision(ctx, claim) {
 		return false, nil
 	}
 	prov, found := claim.Annotations[storagehelpers.AnnStorageProvisioner]
@@ -170,7 +181,7 @@ func (l *library) provision(ctx context.Context, claim *v1.PersistentVolumeClaim
 			return controller.ProvisioningNoChange, err
 		}
 	}
-	pv, state, err := l.p.prov.Provision(ctx, controller.ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNode: node})
+	pv, state, err := l.prov.Provision(ctx, controller.ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNode: node})
 	if err != nil {
 		l.p.w.tracef("  library: Provision %s: %v (%v)", claim.Name, stateName(state), err)
 		var ignored *controller.IgnoredError
@@ -257,7 +268,7 @@ func (l *library) syncVolume(ctx context.Context, name string) error {
 		return nil
 	}
 	l.p.w.deleting = pv.Name
-	err = l.p.prov.Delete(ctx, pv)
+	err = l.prov.Delete(ctx, pv)
 	l.p.w.deleting = ""
 	if err != nil {
 		var ignored *controller.IgnoredError
@@ -291,7 +302,7 @@ func (l *library) ours(pv *v1.PersistentVolume) bool {
 }
 
 func (l *library) shouldDelete(ctx context.Context, pv *v1.PersistentVolume) bool {
-	if !l.p.prov.ShouldDelete(ctx, pv) {
+	if !l.prov.ShouldDelete(ctx, pv) {
 		return false
 	}
 	if !hasString(pv.Finalizers, finalizerPV) && pv.DeletionTimestamp != nil {

@@ -15,8 +15,8 @@ import (
 // strip): create, delete, clone, forge, strip, delete-namespace,
 // create-namespace, edit-vac, retain, delete-released, node,
 // recreate-class, static-pv, other-cluster, crash-provisioner,
-// crash-binder, sweep, lease (centralised mode), csinode (node mode); and
-// node-mode or central-mode
+// crash-binder, sweep, lease and switch and hand-back (centralised mode),
+// csinode (node mode); and node-mode or central-mode
 // leaves that deployment mode out.
 var Disabled = map[string]bool{}
 
@@ -51,6 +51,11 @@ func RunSchedule(seed int64) Result {
 	}
 	w.actors, w.faults = false, false
 	w.tracef("---- actors stop, faults off")
+	if w.upstream {
+		// EP and KCM's binder do what is pending, then tether is back.
+		w.settle(0)
+		w.tracef("%s", w.switchStack())
+	}
 	w.repair()
 	w.settle(0)
 	w.checkHandBack()
@@ -200,11 +205,17 @@ func (w *World) options(settling bool) []option {
 		return "crash: the " + w.provs[i].name + " restarts (memory lost, caches re-listed)"
 	})
 	actor("crash-binder", 1, func() string { w.startBinder(); return "crash: the binder restarts (memory lost, caches re-listed)" })
-	if !w.busyOld(w.provs[0].ifQ) {
+	if !w.busyOld(w.provs[0].ifQ) && !w.upstream {
 		actor("sweep", 1, func() string { return w.sweep(pick(w, w.provs)) })
 	}
-	if !w.cfg.Node && w.handover == nil {
+	if !w.cfg.Node && w.handover == nil && !w.upstream {
 		actor("lease", 1, w.loseLease)
+	}
+	if !w.cfg.Node && w.handover == nil {
+		actor("switch", 1, w.switchStack)
+	}
+	if w.upstream && w.handBackLeft {
+		actor("hand-back", 2, w.handBackAgain)
 	}
 	if w.cfg.Node {
 		actor("csinode", 1, w.adminCSINode)

@@ -49,6 +49,10 @@ type World struct {
 	api   *API
 	back  *backend
 	provs []*provProc // one, or one per node in node mode
+	// upstream: external-provisioner and KCM's binder run in tether's
+	// place (upstream.go); handBackLeft: the last --hand-back left claims.
+	upstream     bool
+	handBackLeft bool
 	// handover is a lost lease not yet taken over, or whose old leader's
 	// call is not over (see lease.go).
 	handover *handover
@@ -190,6 +194,8 @@ type provProc struct {
 	nodeLister corelisters.NodeLister
 	// work is what cmd/provisioner runs under the lease (see lease.go).
 	work *server.Work
+	// upstream: the process is external-provisioner (upstream.go).
+	upstream bool
 }
 
 // provisioners is how many provisioner processes run: one per node in
@@ -207,6 +213,22 @@ func (w *World) startProvisioner(i int) {
 	if h := w.handover; h != nil && !h.started && i < len(w.provs) && w.provs[i] == h.old {
 		w.killHandover() // the old leader crashes before its call is over
 	}
+	var p *provProc
+	if w.upstream {
+		p = w.newUpstream(i)
+	} else {
+		p = w.newTether(i)
+	}
+	for len(w.provs) <= i {
+		w.provs = append(w.provs, nil)
+	}
+	w.provs[i] = p
+	p.caches.fill()
+}
+
+// newTether builds the i-th tether provisioner process (its caches not
+// filled yet).
+func (w *World) newTether(i int) *provProc {
 	p := &provProc{w: w, name: "provisioner", work: &server.Work{}}
 	if w.cfg.Node {
 		p.node = nodeNames[i]
@@ -267,12 +289,8 @@ func (w *World) startProvisioner(i int) {
 		panic(err)
 	}
 	p.sweeper.SetClock(w.clock)
-	p.lib = newLibrary(p)
-	for len(w.provs) <= i {
-		w.provs = append(w.provs, nil)
-	}
-	w.provs[i] = p
-	p.caches.fill()
+	p.lib = newLibrary(p, p.prov, p.prov.LibraryClient(p.client))
+	return p
 }
 
 // suffix tells a node's process's queues apart in the trace.
@@ -304,7 +322,7 @@ func (w *World) startBinder() {
 	inf := b.caches.inf
 	if err := ctrl.UseSimInputs(binder.SimInputs{Claims: inf[rClaims], Volumes: inf[rVolumes], Classes: inf[rClasses],
 		Nodes: corelisters.NewNodeLister(inf[rNodes].indexer), NodesSynced: inf[rNodes].HasSynced,
-		ClaimQueue: b.claimQ, VolumeQueue: b.volumeQ}); err != nil {
+		ClaimQueue: b.claimQ, VolumeQueue: b.volumeQ, KCM: w.upstream}); err != nil {
 		panic(err)
 	}
 	b.ctrl = ctrl
