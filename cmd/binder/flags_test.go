@@ -12,3 +12,23 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 	o := defaultOptions()
 	flagdoc.CheckREADME(t, newFlagSet(&o), "../../README.md")
 }
+
+// Issue 25: `binder --kubeconfig=kc foo --workers=0` ran with 100 workers
+// (the flag package stops at the first argument that is not a flag).
+func TestParseFlagsRefusesWhatCannotRun(t *testing.T) {
+	for _, args := range [][]string{
+		{"--kubeconfig=kc", "foo", "--workers=0"},
+		{"--workers=0"},
+		{"--resync-period=0s"},
+		{"--no-such-flag"},
+	} {
+		o := defaultOptions()
+		if err := parseFlags(&o, args); err == nil {
+			t.Errorf("%q: accepted (workers %d)", args, o.workers)
+		}
+	}
+	o := defaultOptions()
+	if err := parseFlags(&o, []string{"--kubeconfig=kc", "--workers=3", "--version"}); err != nil || o.workers != 3 || !o.showVersion {
+		t.Errorf("good flags: %v (workers %d, version %v)", err, o.workers, o.showVersion)
+	}
+}

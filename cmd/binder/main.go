@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/tether-csi/tether/internal/version"
 	"github.com/tether-csi/tether/pkg/binder"
 	"github.com/tether-csi/tether/pkg/server"
 )
@@ -25,6 +27,7 @@ type options struct {
 	resync       time.Duration
 	httpEndpoint string
 	pprof        bool
+	showVersion  bool
 }
 
 // defaultOptions are the flags' defaults.
@@ -50,7 +53,7 @@ func defaultOptions() options {
 
 // newFlagSet registers every flag on o.
 func newFlagSet(o *options) *flag.FlagSet {
-	fs := flag.NewFlagSet("binder", flag.ExitOnError)
+	fs := flag.NewFlagSet("binder", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: binder [flags]\n\nBinds PersistentVolumeClaims to PersistentVolumes, in place of kube-controller-manager's\npersistentvolume-binder-controller (run that with --controllers=-persistentvolume-binder-controller,*).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -62,17 +65,49 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.resync, "resync-period", o.resync, "How often every claim and volume is synced again even without a change; a claim and volume bound to each other with nothing left to write are not.")
 	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve /metrics and /healthz on. Empty serves nothing.")
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "Also serve Go's profiles under /debug/pprof/ on --http-endpoint.")
+	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 	return fs
+}
+
+// parseFlags parses the command line into o: an argument that is not a
+// flag, or a value no binder can run with, is an error (and not, as with
+// the flag package alone, the silent end of the flags).
+func parseFlags(o *options, args []string) error {
+	fs := newFlagSet(o)
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q: the binder takes flags only", fs.Args())
+	}
+	if o.workers < 1 {
+		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
+	}
+	if o.resync <= 0 {
+		return fmt.Errorf("--resync-period must be positive, got %s", o.resync)
+	}
+	return nil
 }
 
 func main() {
 	o := defaultOptions()
-	fs := newFlagSet(&o)
-	_ = fs.Parse(os.Args[1:])
+	switch err := parseFlags(&o, os.Args[1:]); {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "binder:", err)
+		os.Exit(2)
+	}
+	if o.showVersion {
+		fmt.Println(os.Args[0], version.String())
+		os.Exit(0)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background().WithName("binder"))
+	klog.FromContext(ctx).Info("Version", "version", version.String())
 	if err := run(ctx, o); err != nil {
 		klog.FromContext(ctx).Error(err, "Binder failed")
 		klog.Flush()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,10 +17,6 @@ import (
 	"github.com/tether-csi/tether/pkg/provisioner"
 	"github.com/tether-csi/tether/pkg/server"
 )
-
-// version is set at build time with -ldflags "-X main.version=…"; empty
-// falls back to the module version and VCS revision Go recorded.
-var version string
 
 type options struct {
 	kube                          server.KubeOptions
@@ -279,24 +274,6 @@ func givenIgnored(fs *flag.FlagSet) []string {
 	})
 	slices.Sort(out)
 	return out
-}
-
-// versionString is what --version prints after the program's name.
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := info.Main.Version
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" {
-			v += " " + s.Value
-		}
-	}
-	return v
 }
 
 // restConfig builds the client configuration. --master, as in EP, names

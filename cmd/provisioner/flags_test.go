@@ -220,14 +220,3 @@ func TestCapacityConfig(t *testing.T) {
 		t.Error("no capacity limits should share the main client")
 	}
 }
-
-func TestVersionString(t *testing.T) {
-	if versionString() == "" {
-		t.Error("empty version")
-	}
-	version = "v9.9.9"
-	defer func() { version = "" }()
-	if versionString() != "v9.9.9" {
-		t.Error("-X main.version is not used")
-	}
-}

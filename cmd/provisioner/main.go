@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 	libmetrics "sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller/metrics"
 
+	"github.com/tether-csi/tether/internal/version"
 	"github.com/tether-csi/tether/pkg/capacity"
 	tcsi "github.com/tether-csi/tether/pkg/csi"
 	"github.com/tether-csi/tether/pkg/migration"
@@ -48,7 +49,7 @@ func main() {
 		os.Exit(2)
 	}
 	if o.compat.showVersion {
-		fmt.Println(os.Args[0], versionString())
+		fmt.Println(os.Args[0], version.String())
 		os.Exit(0)
 	}
 	klog.StartFlushDaemon(o.compat.logFlush)
@@ -57,7 +58,7 @@ func main() {
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background().WithName("provisioner"))
 	logger := klog.FromContext(ctx)
-	logger.Info("Version", "version", versionString())
+	logger.Info("Version", "version", version.String())
 	if ignored := givenIgnored(fs); len(ignored) > 0 {
 		logger.Info("Flags of external-provisioner accepted and ignored", "flags", ignored)
 	}

@@ -15,7 +15,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/examples/local-driver/driver"
+	"github.com/tether-csi/tether/internal/version"
 )
 
 func main() {
@@ -82,7 +82,7 @@ func run(endpoints []string, name, nodeID, root, capacity, defaultSize string, s
 	}
 	d, err := driver.New(driver.Config{
 		Name:              name,
-		VendorVersion:     version(),
+		VendorVersion:     version.String(),
 		NodeID:            nodeID,
 		Root:              root,
 		Capacity:          total,
@@ -167,12 +167,6 @@ func quantity(flagName, s string) (int64, error) {
 }
 
 // version is the module version the binary was built from, if any.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
 
 func firstOf(s ...string) string {
 	for _, v := range s {
