@@ -20,8 +20,14 @@ help: ## list the targets
 demo: tools ## run tether on a local control plane with two real nodes and watch claims bind and pods write (DEMO_EXIT=1 to end by itself)
 	@$(GO) run ./hack/demo
 
-build: ## build bin/binder, bin/provisioner and bin/kubectl-tether
-	$(GO) build -o bin/ ./cmd/...
+# The version stamped into every binary: `git describe` of this tree, or
+# VERSION=vX.Y.Z.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X github.com/tether-csi/tether/internal/version.version=$(VERSION)
+
+build: ## build bin/binder, bin/provisioner, bin/kubectl-tether and bin/local-driver, stamped with VERSION (git describe)
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/local-driver ./examples/local-driver
 
 tools: ## build the pinned tools that are missing (first time: about 10 minutes)
 	@hack/node-debs.sh

@@ -17,10 +17,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/tether-csi/tether/internal/version"
 	"github.com/tether-csi/tether/pkg/explain"
 )
 
 const usage = `Usage: kubectl tether why [-n NAMESPACE] [-o text|json] NAMESPACE/CLAIM | CLAIM
+       kubectl tether version
 
 Says why a PersistentVolumeClaim is in its state: for an unbound claim,
 every volume of its class with the first reason tether's binder passes it
@@ -45,9 +47,13 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "version" || args[0] == "--version") {
+		fmt.Fprintln(stdout, "kubectl-tether", version.String())
+		return nil
+	}
 	if len(args) == 0 || args[0] != "why" {
 		fmt.Fprint(stderr, usage)
-		return errors.New(`the only command is "why"`)
+		return errors.New(`the commands are "why" and "version"`)
 	}
 	o, err := parse(args[1:], stderr)
 	if err != nil {

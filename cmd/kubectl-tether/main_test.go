@@ -81,3 +81,10 @@ func TestReadRecordsWhatItCannotRead(t *testing.T) {
 		}
 	}
 }
+
+func TestVersion(t *testing.T) {
+	var out, errs strings.Builder
+	if err := run([]string{"version"}, &out, &errs); err != nil || !strings.HasPrefix(out.String(), "kubectl-tether ") {
+		t.Errorf("version: %v, printed %q", err, out.String())
+	}
+}

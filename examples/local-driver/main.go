@@ -44,7 +44,16 @@ func main() {
 	capacity := flags.String("capacity", "10Gi", "The capacity of all the volumes together, as a Kubernetes quantity.")
 	defaultSize := flags.String("default-volume-size", "1Gi", "The capacity of a volume whose request names no size.")
 	slowCreate := flags.Duration("slow-create", 0, "Answer each CreateVolume this long after making the volume (a slow backend, for chaos tests).")
+	showVersion := flags.Bool("version", false, "Print the version and exit.")
 	_ = flags.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println(os.Args[0], version.String())
+		os.Exit(0)
+	}
+	if flags.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "local-driver: unexpected arguments %q: it takes flags only\n", flags.Args())
+		os.Exit(2)
+	}
 
 	if err := run([]string{*endpoint, *second}, *name, *nodeID, *root, *capacity, *defaultSize, *slowCreate); err != nil {
 		klog.ErrorS(err, "local-driver failed")
