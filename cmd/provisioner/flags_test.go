@@ -220,3 +220,38 @@ func TestCapacityConfig(t *testing.T) {
 		t.Error("no capacity limits should share the main client")
 	}
 }
+
+// Issue 25: what the flags and the environment get wrong is reported at
+// start, before the provisioner waits for the CSI socket.
+func TestCheckStartFailsFast(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"an unknown orphan policy", []string{"--orphan-policy=keep"}, nil, "--orphan-policy=keep"},
+		{"node mode without NODE_NAME", []string{"--node-deployment"}, map[string]string{"NODE_NAME": ""}, "NODE_NAME"},
+		{"capacity without NAMESPACE", []string{"--enable-capacity"}, map[string]string{"NAMESPACE": ""}, "NAMESPACE"},
+		{"capacity owner without POD_NAME", []string{"--enable-capacity"}, map[string]string{"NAMESPACE": "kube-system", "POD_NAME": ""}, "POD_NAME"},
+		{"node mode with NODE_NAME", []string{"--node-deployment"}, map[string]string{"NODE_NAME": "node-1"}, ""},
+		{"capacity without an owner", []string{"--enable-capacity", "--capacity-ownerref-level=-1"}, map[string]string{"NAMESPACE": "kube-system", "POD_NAME": ""}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			o, _, err := quietParse(append([]string{"--kubeconfig=x"}, tc.args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = checkStart(&o)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -72,9 +72,41 @@ func main() {
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
 
-func run(ctx context.Context, o options) error {
+// checkStart checks what run needs from the flags and the environment
+// before it waits for the driver; in node-deployment mode it takes the
+// node's name from NODE_NAME.
+func checkStart(o *options) error {
 	if o.workers == 0 {
 		return fmt.Errorf("--worker-threads must be at least 1")
+	}
+	if p := o.orphans.Policy; p != provisioner.OrphanReport && p != provisioner.OrphanDelete {
+		return fmt.Errorf("--orphan-policy=%s: must be report or delete", p)
+	}
+	if o.nodeDeployment {
+		if o.node.NodeName = os.Getenv("NODE_NAME"); o.node.NodeName == "" {
+			return fmt.Errorf("--node-deployment needs this node's name in the NODE_NAME environment variable (the downward API's spec.nodeName)")
+		}
+	}
+	if o.capacity {
+		if os.Getenv("NAMESPACE") == "" {
+			return fmt.Errorf("--enable-capacity needs the pod's namespace in the NAMESPACE environment variable")
+		}
+		if o.capacityOwnerLevel >= 0 && os.Getenv("POD_NAME") == "" {
+			return fmt.Errorf("--enable-capacity needs the pod's name in the POD_NAME environment variable (or --capacity-ownerref-level=-1)")
+		}
+	}
+	return nil
+}
+
+func run(ctx context.Context, o options) error {
+	// What the command line and the environment get wrong is said now,
+	// not after the CSI socket appears (which may be never).
+	if err := checkStart(&o); err != nil {
+		return err
+	}
+	cfg, err := o.restConfig("tether-provisioner")
+	if err != nil {
+		return err
 	}
 	reg := server.NewRegistry()
 	health := &server.Health{}
@@ -103,10 +135,6 @@ func run(ctx context.Context, o options) error {
 		}
 	}()
 
-	cfg, err := o.restConfig("tether-provisioner")
-	if err != nil {
-		return err
-	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -164,15 +192,17 @@ func run(ctx context.Context, o options) error {
 	// or deletes) the ones EP left, and EP those tether leaves.
 	managedBy := "external-provisioner"
 	if o.nodeDeployment {
-		o.node.NodeName = os.Getenv("NODE_NAME")
 		popts.Node = &o.node
 		managedBy += "-" + o.node.NodeName
 	}
 	var publisher *capacity.Publisher
-	if o.capacity {
-		if !caps.GetCapacity {
-			return fmt.Errorf("--enable-capacity: the driver %s does not offer GET_CAPACITY", driver)
-		}
+	if o.capacity && !caps.GetCapacity {
+		// As external-provisioner v6.3.0, which runs on (its GetCapacity
+		// calls then fail): no capacity is published, and the log says why
+		// once.
+		klog.FromContext(ctx).Info("Warning: --enable-capacity is set, but the driver does not offer GET_CAPACITY: no CSIStorageCapacity is published", "driver", driver)
+	}
+	if o.capacity && caps.GetCapacity {
 		capacityClient := kubernetes.Interface(client)
 		if ccfg := o.compat.capacityConfig(cfg); ccfg != nil {
 			if capacityClient, err = kubernetes.NewForConfig(ccfg); err != nil {
