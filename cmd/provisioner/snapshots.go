@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"time"
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	snapclientset "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
 	snapinformers "github.com/kubernetes-csi/external-snapshotter/client/v8/informers/externalversions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -30,6 +33,10 @@ type snapshots struct {
 	protection *provisioner.SnapshotProtection
 }
 
+// snapshotDiscoveryBackoff paces the retries of the VolumeSnapshot API's
+// discovery at start: 1 s, doubling up to 30 s, until the context ends.
+var snapshotDiscoveryBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt32}
+
 // newSnapshots returns nil (and no error) when the driver or the cluster
 // cannot restore snapshots.
 func newSnapshots(ctx context.Context, cfg *rest.Config, disc discovery.DiscoveryInterface, driverHasSnapshots bool) (*snapshots, error) {
@@ -38,12 +45,27 @@ func newSnapshots(ctx context.Context, cfg *rest.Config, disc discovery.Discover
 	}
 	logger := klog.FromContext(ctx)
 	gv := snapv1.SchemeGroupVersion.String()
-	list, err := disc.ServerResourcesForGroupVersion(gv)
-	if apierrors.IsNotFound(err) || (err == nil && !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "volumesnapshots" })) {
+	// A discovery error other than "not served" (the API server busy or
+	// restarting) is retried, with a growing wait, until the process stops.
+	var list *metav1.APIResourceList
+	err := wait.ExponentialBackoffWithContext(ctx, snapshotDiscoveryBackoff, func(context.Context) (bool, error) {
+		var err error
+		list, err = disc.ServerResourcesForGroupVersion(gv)
+		if err != nil && !apierrors.IsNotFound(err) {
+			logger.Info("Looking for the VolumeSnapshot API failed; will retry", "groupVersion", gv, "err", err)
+			return false, nil
+		}
+		if apierrors.IsNotFound(err) {
+			list = nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking for the VolumeSnapshot API (%s): %w", gv, err)
+	}
+	if list == nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "volumesnapshots" }) {
 		logger.Info("The cluster does not serve VolumeSnapshots: claims restored from a snapshot fail until the snapshot CRDs are installed and the provisioner restarted", "groupVersion", gv)
 		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("looking for the VolumeSnapshot API (%s): %w", gv, err)
 	}
 	// CRDs speak JSON only (the main client asks for protobuf).
 	cfg = rest.CopyConfig(cfg)
