@@ -145,8 +145,12 @@ func (r *InFlight) secretNamespaceGone(ctx context.Context, err error) (bool, er
 // record then goes, so that the claim and its namespace can go.
 func (r *InFlight) abandon(ctx context.Context, claim *v1.PersistentVolumeClaim, name string, why *abandonError) {
 	logger := klog.FromContext(ctx)
-	msg := fmt.Sprintf("the volume %s made for the deleted claim %s (UID %s) may exist on the backend and cannot be cleaned up: %s; delete it by hand if it exists",
-		name, klog.KObj(claim), claim.UID, why.reason)
+	whose := fmt.Sprintf("the deleted claim %s (UID %s)", klog.KObj(claim), claim.UID)
+	if claim.DeletionTimestamp == nil {
+		whose = fmt.Sprintf("the claim %s (UID %s), which will not use it (%s)", klog.KObj(claim), claim.UID, unusedWhy(claim))
+	}
+	msg := fmt.Sprintf("the volume %s made for %s may exist on the backend and cannot be cleaned up: %s; delete it by hand if it exists",
+		name, whose, why.reason)
 	logger.Error(nil, "Abandoning the clean-up of a volume", "volume", name, "reason", why.reason)
 	r.o.Recorder.Event(claim, v1.EventTypeWarning, ReasonVolumeCleanupAbandoned, msg)
 	var on metav1.Object

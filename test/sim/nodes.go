@@ -116,7 +116,10 @@ func (w *World) claimOfName(name string) *v1.PersistentVolumeClaim {
 // no other node may hold a volume of that name, made or being made: the
 // other node's provisioner made it for the claim before it moved, and
 // has not cleaned it up (a volume a tenant's removal of the record left
-// behind is the tenant's doing).
+// behind is the tenant's doing). A volume given up on record
+// (VolumeCleanupAbandoned: its clean-up got AlreadyExists, the request
+// having changed since) does not hold the claim back: it is reported, and
+// the claim goes on elsewhere.
 func (w *World) checkNodeCreate(d *driver, name string) {
 	if !w.cfg.Node || !w.provisioning() || w.stripped[name] {
 		return
@@ -126,7 +129,7 @@ func (w *World) checkNodeCreate(d *driver, name string) {
 			continue
 		}
 		key := n + "/" + name
-		if id, ok := w.back.byName[key]; ok {
+		if id, ok := w.back.byName[key]; ok && !w.abandoned(w.back.vols[id]) {
 			w.violate("%s: CreateVolume of %s on %s while node %s holds %s of the claim (not cleaned up)%s", w.who, name, d.node, n, id, w.recordHint(name))
 		}
 		for _, p := range w.back.pending {
