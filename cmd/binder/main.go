@@ -109,6 +109,11 @@ func main() {
 	ctx = klog.NewContext(ctx, klog.Background().WithName("binder"))
 	klog.FromContext(ctx).Info("Version", "version", version.String())
 	if err := run(ctx, o); err != nil {
+		if server.StoppedEarly(ctx, err) {
+			klog.FromContext(ctx).Info("Stopped by a signal before it had started", "interrupted", err.Error())
+			klog.Flush()
+			return
+		}
 		klog.FromContext(ctx).Error(err, "Binder failed")
 		klog.Flush()
 		os.Exit(1)

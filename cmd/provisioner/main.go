@@ -63,6 +63,11 @@ func main() {
 		logger.Info("Flags of external-provisioner accepted and ignored", "flags", ignored)
 	}
 	if err := run(ctx, o); err != nil {
+		if server.StoppedEarly(ctx, err) {
+			logger.Info("Stopped by a signal before it had started", "interrupted", err.Error())
+			klog.Flush()
+			return
+		}
 		klog.FromContext(ctx).Error(err, "Provisioner failed")
 		klog.Flush()
 		os.Exit(exitCode(err))

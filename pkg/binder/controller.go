@@ -160,8 +160,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.factory.Start(ctx.Done())
 	defer c.factory.Shutdown()
-	if !cache.WaitForNamedCacheSync("binder", ctx.Done(), c.synced...) {
-		return fmt.Errorf("binder: caches did not sync")
+	// WaitForCacheSync returns false only once ctx ended: told to stop
+	// while the caches fill (a big cluster takes seconds to list) is a
+	// normal stop, neither an error nor its log (client-go's
+	// WaitForNamedCacheSync logs one).
+	logger.Info("Waiting for the caches to sync")
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		logger.Info("Binder stopped before its caches synced")
+		return nil
 	}
 	logger.Info("Binder started", "workers", c.opts.Workers, "volumes", c.volumes.Len())
 	done := make(chan struct{})
