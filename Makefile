@@ -12,7 +12,7 @@ PKG ?= ./...
 GOTEST_FLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help demo build tools test unit sanity e2e e2e-kind conformance chaos sim bench-provisioner bench-wffc fuzz lint clean clean-tools
+.PHONY: help demo build images release tools test unit sanity e2e e2e-kind conformance chaos sim bench-provisioner bench-wffc fuzz lint clean clean-tools
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -28,6 +28,20 @@ LDFLAGS := -X github.com/tether-csi/tether/internal/version.version=$(VERSION)
 build: ## build bin/binder, bin/provisioner, bin/kubectl-tether and bin/local-driver, stamped with VERSION (git describe)
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/local-driver ./examples/local-driver
+
+# Images and releases (internal/release): no container engine, no registry.
+# IMAGE_REGISTRY names the images; IMAGE_PLATFORMS the os/arch list.
+IMAGE_REGISTRY ?= ghcr.io/tether-csi
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+
+images: ## OCI image archives of the binder, provisioner and local driver for IMAGE_PLATFORMS, reproducible, in _out/images/VERSION/ (load one with `ctr -n k8s.io images import`)
+	$(GO) run ./hack/release images -version "$(VERSION)" -registry "$(IMAGE_REGISTRY)" -platforms "$(IMAGE_PLATFORMS)" -out "_out/images/$(VERSION)"
+
+release: tools ## the release bundle of VERSION=vX.Y.Z in _out/release/VERSION/: image archives, tether.yaml pinned by digest, RELEASE_NOTES.md, SHA256SUMS
+	@[[ "$(origin VERSION)" == "command line" || "$(origin VERSION)" == "environment" ]] || { echo "make release: say which, e.g. make release VERSION=v0.1.0" >&2; exit 2; }
+	rm -rf "_out/release/$(VERSION)"
+	$(GO) run ./hack/release release -version "$(VERSION)" -registry "$(IMAGE_REGISTRY)" -platforms "$(IMAGE_PLATFORMS)" \
+	  -kubectl "$(TOOLS_BIN)/kubectl" -out "_out/release/$(VERSION)"
 
 tools: ## build the pinned tools that are missing (first time: about 10 minutes)
 	@hack/node-debs.sh
@@ -101,7 +115,7 @@ lint: ## gofmt, go vet, staticcheck, go.mod tidy, no `// indirect` mark on a mod
 	@GO="$(GO)" hack/lint.sh
 
 clean: ## remove build outputs (keeps the tools cache)
-	rm -rf bin _artifacts
+	rm -rf bin _artifacts _out
 
 clean-tools: ## remove the tools cache (the next `make tools` rebuilds it)
 	rm -rf "$(TOOLS_BIN)"

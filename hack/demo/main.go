@@ -94,7 +94,7 @@ func run(r *runner) int {
 // startReal starts the control plane and two real nodes (kubelet,
 // containerd, runc), and runs deploy/csi on them as pods.
 func startReal(r *runner) (*cluster.Cluster, map[string]*cluster.RealNode) {
-	step("Building tether's images (binder, provisioner, local driver, registrar) from static binaries")
+	step("Building tether's images as `make images` does (binder, provisioner, local driver), and the test registrar")
 	images := cluster.NodeImages(r)
 	step("Starting etcd, kube-apiserver, kube-scheduler and kube-controller-manager (its PV binder off)")
 	c := cluster.Start(r, cluster.Options{RealNodes: true, Scheduler: true,
@@ -107,6 +107,8 @@ func startReal(r *runner) (*cluster.Cluster, map[string]*cluster.RealNode) {
 	step("Applying deploy/csi (tether's binder Deployment; the local driver DaemonSet with tether's provisioner)")
 	took := c.DeployCSI(r, slices.Sorted(maps.Keys(nodes)))
 	fmt.Printf("  running on both nodes %s after apply\n", took.Round(100*time.Millisecond))
+	c.CheckRunsReleaseImages(r)
+	fmt.Println("  the pods run the images just built (their image IDs match)")
 	return c, nodes
 }
 

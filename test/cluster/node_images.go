@@ -27,6 +27,12 @@ type Image struct {
 	Entrypoint         []string
 	// User is the image's user ("65532:65532" as distroless nonroot).
 	User string
+	// Archive, if set, is an image archive made elsewhere (tether's own
+	// images, by internal/release as `make images` makes them): imported
+	// as it is, the fields above unused; IDs are its digests (manifest and
+	// config), one of which a pod running it reports as its imageID.
+	Archive string
+	IDs     []string
 }
 
 // The images a real node has. Our components' refs are what the e2e's
@@ -36,10 +42,11 @@ const (
 	BusyboxImage = "localhost/busybox:1"
 	// ExamplesBusyboxImage is the busybox examples/ use, made locally.
 	ExamplesBusyboxImage = "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"
-	BinderImage          = "localhost/tether-binder:e2e"
-	ProvisionerImage     = "localhost/tether-provisioner:e2e"
-	DriverImage          = "localhost/tether-local-driver:e2e"
-	RegistrarImage       = "localhost/tether-registrar:e2e"
+	// tether's images: internal/release's, tagged e2e under this registry.
+	BinderImage      = ReleaseRegistry + "/binder:e2e"
+	ProvisionerImage = ReleaseRegistry + "/provisioner:e2e"
+	DriverImage      = ReleaseRegistry + "/local-driver:e2e"
+	RegistrarImage   = "localhost/tether-registrar:e2e"
 )
 
 // nonroot is distroless nonroot's user, the shipped images' (see Dockerfile).
@@ -98,19 +105,13 @@ func NodeImages(t T) []Image {
 			busybox.Links["bin/"+applet] = "busybox"
 		}
 	}
-	app := func(ref, pkg, user string) Image {
-		return Image{Ref: ref, Files: map[string]string{"app": BuildStatic(t, pkg)}, Entrypoint: []string{"/app"}, User: user}
-	}
 	examples := busybox // examples/ name the upstream e2e busybox
 	examples.Ref = ExamplesBusyboxImage
-	return []Image{
+	return append([]Image{
 		{Ref: PauseImage, Files: map[string]string{"pause": BuildStatic(t, "./hack/images/pause")}, Entrypoint: []string{"/pause"}},
 		busybox, examples,
-		app(BinderImage, "./cmd/binder", nonroot),
-		app(ProvisionerImage, "./cmd/provisioner", nonroot),
-		app(DriverImage, "./examples/local-driver", ""),
-		app(RegistrarImage, "./examples/local-driver/registrar", ""),
-	}
+		{Ref: RegistrarImage, Files: map[string]string{"app": BuildStatic(t, "./examples/local-driver/registrar")}, Entrypoint: []string{"/app"}},
+	}, ReleaseImages(t)...)
 }
 
 // WriteArchive writes the image as a docker-archive tar: manifest.json,

@@ -229,16 +229,19 @@ func (n *RealNode) RestartKubelet() error {
 func (n *RealNode) importImages(t T, images []Image) error {
 	t.Helper()
 	for _, img := range images {
-		path := filepath.Join(n.Dir, "images", strings.NewReplacer("/", "_", ":", "_").Replace(img.Ref)+".tar")
-		if err := img.WriteArchive(path); err != nil {
-			return fmt.Errorf("image %s: %w", img.Ref, err)
+		path := img.Archive
+		if path == "" {
+			path = filepath.Join(n.Dir, "images", strings.NewReplacer("/", "_", ":", "_").Replace(img.Ref)+".tar")
+			if err := img.WriteArchive(path); err != nil {
+				return fmt.Errorf("image %s: %w", img.Ref, err)
+			}
+			defer os.Remove(path)
 		}
 		out, err := exec.CommandContext(t.Context(), "ctr", "-a", n.containerdSock, "-n", "k8s.io", "images", "import",
 			"--no-unpack", path).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("import %s: %v: %s", img.Ref, err, out)
 		}
-		_ = os.Remove(path)
 	}
 	return nil
 }

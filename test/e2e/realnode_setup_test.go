@@ -52,6 +52,7 @@ func setUpReal(t *testing.T) *realEnv {
 	e.applied = time.Now().Add(-took)
 	t.Logf("deploy/csi running (binder 2/2, tether-local 2/2, driver registered on both nodes) %s after apply",
 		took.Round(100*time.Millisecond))
+	c.CheckRunsReleaseImages(t)
 	return e
 }
 

@@ -1,0 +1,132 @@
+// Command release builds tether's images and release bundle (make images,
+// make release) and pushes a bundle's images to a registry:
+//
+//	go run ./hack/release images  -version v0.1.0 -out _out/images/v0.1.0
+//	go run ./hack/release release -version v0.1.0 -out _out/release/v0.1.0 -kubectl kubectl
+//	go run ./hack/release push    -dir _out/release/v0.1.0 [-registry registry.example.com/tether]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/tether-csi/tether/internal/release"
+)
+
+const usage = `usage: release images|release|push [flags]
+  images   build the OCI image archives of binder, provisioner, local-driver
+  release  images, then tether.yaml, RELEASE_NOTES.md and SHA256SUMS
+  push     upload a release folder's images and indexes to a registry
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "images", "release":
+		err = build(ctx, os.Args[1], os.Args[2:])
+	case "push":
+		err = push(ctx, os.Args[2:])
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "release:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+
+func build(ctx context.Context, what string, args []string) error {
+	fs := flag.NewFlagSet(what, flag.ExitOnError)
+	version := fs.String("version", "", "the version stamped into the binaries and tagging the images")
+	out := fs.String("out", "", "the folder to write into")
+	registry := fs.String("registry", "ghcr.io/tether-csi", "the images' registry and path")
+	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated os/arch list")
+	kubectl := fs.String("kubectl", "kubectl", "kubectl, for `kubectl kustomize` of deploy/csi (release)")
+	_ = fs.Parse(args)
+	if fs.NArg() > 0 || *version == "" || *out == "" {
+		return fmt.Errorf("%s: -version and -out are required, and nothing else (got %q)", what, fs.Args())
+	}
+	if what == "release" {
+		if err := release.CheckVersion(*version); err != nil {
+			return err
+		}
+	}
+	var plats []v1.Platform
+	for _, p := range strings.Split(*platforms, ",") {
+		osName, arch, ok := strings.Cut(strings.TrimSpace(p), "/")
+		if !ok {
+			return fmt.Errorf("platform %q: want os/arch", p)
+		}
+		plats = append(plats, v1.Platform{OS: osName, Architecture: arch})
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	built, err := release.BuildImages(ctx, release.BuildOptions{Root: root, Version: *version, Registry: *registry,
+		Platforms: plats, Out: *out, Log: logf})
+	if err != nil {
+		return err
+	}
+	if what == "images" {
+		logf("images: %d archives in %s", len(built)*len(plats), *out)
+		return nil
+	}
+	manifests, err := release.Render(ctx, *kubectl, root, built)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "tether.yaml"), manifests, 0o644); err != nil {
+		return err
+	}
+	changelog, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))
+	if err != nil {
+		return err
+	}
+	notes, err := release.Notes(changelog, *version)
+	if err != nil {
+		return err
+	}
+	notes += "\n## Images\n\n"
+	for _, b := range built {
+		notes += fmt.Sprintf("- `%s@%s`\n", b.Ref, b.Digest)
+	}
+	notes += "\nLoad an archive with `ctr -n k8s.io images import <file>`, or push them all with\n" +
+		"`go run ./hack/release push -dir <this folder> -registry <your registry>` (the digests stay the same).\n"
+	if err := os.WriteFile(filepath.Join(*out, "RELEASE_NOTES.md"), []byte(notes), 0o644); err != nil {
+		return err
+	}
+	if err := release.WriteSums(*out); err != nil {
+		return err
+	}
+	logf("release %s: %s", *version, *out)
+	return nil
+}
+
+func push(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("push", flag.ExitOnError)
+	dir := fs.String("dir", "", "a release (or images) folder")
+	registry := fs.String("registry", "", "push to this registry and path instead of the one built in")
+	_ = fs.Parse(args)
+	if fs.NArg() > 0 || *dir == "" {
+		return fmt.Errorf("push: -dir is required, and nothing else")
+	}
+	return release.Push(ctx, release.PushOptions{Dir: *dir, Registry: *registry, Log: logf})
+}

@@ -1,0 +1,197 @@
+package release
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// VersionVar is the variable -ldflags -X sets (internal/version).
+const VersionVar = "github.com/tether-csi/tether/internal/version.version"
+
+// BuildOptions are what BuildImages needs.
+type BuildOptions struct {
+	// Root is the module's root folder.
+	Root string
+	// Version is stamped into the binaries and is the images' tag.
+	Version string
+	// Tag, if set, tags the images instead of Version (the test harness
+	// tags them "e2e"; the binaries still say Version).
+	Tag string
+	// Registry prefixes the images' names: <Registry>/<component>:<tag>.
+	Registry string
+	// Platforms to build for (default Platforms).
+	Platforms []v1.Platform
+	// Components to build (default Components).
+	Components []Component
+	// Out is the folder for the archives.
+	Out string
+	// Go is the go command (default "go").
+	Go string
+	// Log reports progress; nil is quiet.
+	Log func(format string, args ...any)
+}
+
+// Built is one component's images, as written.
+type Built struct {
+	Component string `json:"component"`
+	// Ref is the image's name and tag, <Registry>/<component>:<Version>.
+	Ref string `json:"ref"`
+	// Digest is the multi-platform index's digest: what a registry serves
+	// for Ref once Push put the images there, and what tether.yaml pins.
+	Digest string `json:"digest"`
+	// Archives are the per-platform archives, by "os/arch".
+	Archives map[string]Archive `json:"archives"`
+}
+
+// Archive is one platform's image archive.
+type Archive struct {
+	File string `json:"file"`
+	// Digest is the image manifest's digest; Config its config's (the
+	// image ID a container runtime reports).
+	Digest string `json:"digest"`
+	Config string `json:"config"`
+}
+
+// ArchiveName names a component's archive for a platform.
+func ArchiveName(component, version string, p v1.Platform) string {
+	return fmt.Sprintf("tether-%s_%s_%s_%s.oci.tar", component, version, p.OS, p.Architecture)
+}
+
+// BuildImages builds every component for every platform, writes one
+// archive each into o.Out, and returns what it wrote (also written to
+// o.Out/images.json).
+func BuildImages(ctx context.Context, o BuildOptions) ([]Built, error) {
+	if o.Go == "" {
+		o.Go = "go"
+	}
+	if len(o.Platforms) == 0 {
+		o.Platforms = Platforms
+	}
+	if len(o.Components) == 0 {
+		o.Components = Components
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	if o.Tag == "" {
+		o.Tag = o.Version
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	revision, created, err := commit(ctx, o.Root)
+	if err != nil {
+		return nil, err
+	}
+	var all []Built
+	for _, c := range o.Components {
+		b := Built{Component: c.Name, Ref: fmt.Sprintf("%s/%s:%s", strings.TrimSuffix(o.Registry, "/"), c.Name, o.Tag),
+			Archives: map[string]Archive{}}
+		var images []v1.Image
+		for _, p := range o.Platforms {
+			bin, err := BuildBinary(ctx, BinaryOptions{Root: o.Root, Package: c.Package, Version: o.Version, Platform: p, Go: o.Go})
+			if err != nil {
+				return nil, err
+			}
+			img, err := NewImage(ImageSpec{Binary: bin, Platform: p, Version: o.Version, Revision: revision, Created: created})
+			if err != nil {
+				return nil, fmt.Errorf("%s %s/%s: %w", c.Name, p.OS, p.Architecture, err)
+			}
+			name := ArchiveName(c.Name, o.Tag, p)
+			if err := WriteArchive(filepath.Join(o.Out, name), b.Ref, img); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			d, err := img.Digest()
+			if err != nil {
+				return nil, err
+			}
+			cfg, err := img.ConfigName()
+			if err != nil {
+				return nil, err
+			}
+			b.Archives[p.OS+"/"+p.Architecture] = Archive{File: name, Digest: d.String(), Config: cfg.String()}
+			images = append(images, img)
+			o.Log("%s %s/%s %s (%d bytes of binary)", b.Ref, p.OS, p.Architecture, d, len(bin))
+		}
+		idx, err := NewIndex(images)
+		if err != nil {
+			return nil, err
+		}
+		d, err := idx.Digest()
+		if err != nil {
+			return nil, err
+		}
+		b.Digest = d.String()
+		all = append(all, b)
+	}
+	data, err := json.MarshalIndent(all, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return all, os.WriteFile(filepath.Join(o.Out, "images.json"), append(data, '\n'), 0o644)
+}
+
+// BinaryOptions are what BuildBinary needs.
+type BinaryOptions struct {
+	Root, Package, Version string
+	Platform               v1.Platform
+	Go                     string
+}
+
+// BuildBinary builds a static binary of a main package for a platform,
+// stamped with the version, and returns its bytes. -trimpath and a fixed
+// toolchain make it the same from the same commit.
+func BuildBinary(ctx context.Context, o BinaryOptions) ([]byte, error) {
+	if o.Go == "" {
+		o.Go = "go"
+	}
+	dir, err := os.MkdirTemp("", "tether-release-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "app")
+	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-ldflags", "-s -w -X "+VersionVar+"="+o.Version, "-o", out, o.Package)
+	cmd.Dir = o.Root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+o.Platform.OS, "GOARCH="+o.Platform.Architecture, "GOFLAGS=-mod=readonly")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("go build %s for %s/%s: %v\n%s", o.Package, o.Platform.OS, o.Platform.Architecture, err, stderr.String())
+	}
+	return os.ReadFile(out)
+}
+
+// commit is the tree's commit and its time (the images' creation time);
+// outside git, "unknown" and the Unix epoch. SOURCE_DATE_EPOCH overrides
+// the time, as the reproducible-builds convention has it.
+func commit(ctx context.Context, root string) (string, time.Time, error) {
+	revision, created := "unknown", time.Unix(0, 0).UTC()
+	out, err := exec.CommandContext(ctx, "git", "-C", root, "log", "-1", "--format=%H %ct").Output()
+	if err == nil {
+		if f := strings.Fields(string(out)); len(f) == 2 {
+			revision = f[0]
+			if s, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				created = time.Unix(s, 0).UTC()
+			}
+		}
+	}
+	if v := os.Getenv("SOURCE_DATE_EPOCH"); v != "" {
+		s, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return "", time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q: %w", v, err)
+		}
+		created = time.Unix(s, 0).UTC()
+	}
+	return revision, created, nil
+}
