@@ -2,8 +2,9 @@
 #   docker build --build-arg TARGET=cmd/binder -t tether-binder .
 #   docker build --build-arg TARGET=cmd/provisioner -t tether-provisioner .
 #   docker build --build-arg TARGET=examples/local-driver --build-arg BASE=gcr.io/distroless/static:latest -t tether-local-driver .
-# (`make images` runs all three. No container engine runs on our own machines,
-# so this is not exercised by CI.)
+# For docker users only: the released images come from `make images`
+# (internal/release), which needs no container engine and is what the tests
+# run. This file is not exercised by CI.
 ARG BASE=gcr.io/distroless/static:nonroot
 FROM golang:1.26 AS build
 WORKDIR /src

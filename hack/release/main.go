@@ -23,7 +23,8 @@ import (
 
 const usage = `usage: release images|release|push [flags]
   images   build the OCI image archives of binder, provisioner, local-driver
-  release  images, then tether.yaml, RELEASE_NOTES.md and SHA256SUMS
+  release  images, then kubectl-tether binaries, tether.yaml, RELEASE_NOTES.md
+           and SHA256SUMS
   push     upload a release folder's images and indexes to a registry
 `
 
@@ -88,6 +89,20 @@ func build(ctx context.Context, what string, args []string) error {
 	if what == "images" {
 		logf("images: %d archives in %s", len(built)*len(plats), *out)
 		return nil
+	}
+	for _, p := range plats {
+		bin, err := release.BuildBinary(ctx, release.BinaryOptions{Root: root, Package: "./cmd/kubectl-tether", Version: *version, Platform: p})
+		if err != nil {
+			return err
+		}
+		if err := release.CheckVersionFlag(ctx, bin, p, *version); err != nil {
+			return fmt.Errorf("kubectl-tether: %w", err)
+		}
+		name := fmt.Sprintf("kubectl-tether_%s_%s_%s", *version, p.OS, p.Architecture)
+		if err := os.WriteFile(filepath.Join(*out, name), bin, 0o755); err != nil {
+			return err
+		}
+		logf("%s", name)
 	}
 	manifests, err := release.Render(ctx, *kubectl, root, built)
 	if err != nil {

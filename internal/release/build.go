@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -103,6 +104,9 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Built, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := CheckVersionFlag(ctx, bin, p, o.Version); err != nil {
+				return nil, fmt.Errorf("%s: %w", c.Name, err)
+			}
 			img, err := NewImage(ImageSpec{Binary: bin, Platform: p, Version: o.Version, Revision: revision, Created: created})
 			if err != nil {
 				return nil, fmt.Errorf("%s %s/%s: %w", c.Name, p.OS, p.Architecture, err)
@@ -194,4 +198,30 @@ func commit(ctx context.Context, root string) (string, time.Time, error) {
 		created = time.Unix(s, 0).UTC()
 	}
 	return revision, created, nil
+}
+
+// CheckVersionFlag runs a binary built for this machine's platform with
+// --version and wants the version in what it prints; a binary for another
+// platform is not run.
+func CheckVersionFlag(ctx context.Context, bin []byte, p v1.Platform, version string) error {
+	if p.OS != runtime.GOOS || p.Architecture != runtime.GOARCH {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "tether-version-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "app")
+	if err := os.WriteFile(file, bin, 0o755); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, file, "--version").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("--version: %v: %s", err, out)
+	}
+	if f := strings.Fields(string(out)); len(f) == 0 || f[len(f)-1] != version {
+		return fmt.Errorf("--version printed %q, want %s", strings.TrimSpace(string(out)), version)
+	}
+	return nil
 }
