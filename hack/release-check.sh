@@ -20,8 +20,8 @@ if ! diff -u "$first" "$out/SHA256SUMS"; then
   exit 1
 fi
 (cd "$out" && sha256sum -c --quiet SHA256SUMS)
-if grep -nE 'image: .*:latest' "$out/tether.yaml"; then
-  echo "release-check: tether.yaml names :latest" >&2
+if grep -nE 'image: .*:latest' "$out/tether.yaml" || grep -rnE 'newTag: *latest|image: .*:latest' deploy/; then
+  echo "release-check: tether.yaml or deploy/ names :latest" >&2
   exit 1
 fi
 echo "release-check: $version built twice, the same $(wc -l <"$out/SHA256SUMS") files; tether.yaml pinned"
