@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -322,6 +323,31 @@ func TestOwnDriverComponent(t *testing.T) {
 		t.Fatalf("deploy/csi's provisioner image has tag %q", release)
 	}
 
+	// So do the Helm values examples.
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, _ := filepath.Glob(filepath.Join(root, "examples", "helm", "values-*.yaml"))
+	if len(values) == 0 {
+		t.Error("no examples/helm/values-*.yaml")
+	}
+	for _, file := range values {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tags := regexp.MustCompile(`(?m)^\s+tag:\s*(\S+)`).FindAllSubmatch(data, -1)
+		if len(tags) == 0 {
+			t.Errorf("%s sets no image tag", file)
+		}
+		for _, m := range tags {
+			if string(m[1]) != release {
+				t.Errorf("%s: tag %s, deploy/csi's release is %s", file, m[1], release)
+			}
+		}
+	}
+
 	was := findDeployment(before, ownDriverNamespace, ownDriverDeploy)
 	now := findDeployment(after, ownDriverNamespace, ownDriverDeploy)
 	if was == nil || now == nil {
@@ -382,10 +408,6 @@ func TestOwnDriverComponent(t *testing.T) {
 	}
 	if extra == nil {
 		t.Fatal("no tether-provisioner-extra ClusterRole")
-	}
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
 	}
 	read := func(path string) []runtime.Object {
 		data, err := os.ReadFile(filepath.Join(root, path))
