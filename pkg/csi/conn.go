@@ -63,6 +63,10 @@ type Capabilities struct {
 	// Snapshots (CREATE_DELETE_SNAPSHOT): claims may be restored from a
 	// VolumeSnapshot.
 	Snapshots bool
+	// PublishUnpublish (PUBLISH_UNPUBLISH_VOLUME): the driver attaches
+	// volumes to nodes, and a volume is deleted only once detached (as in
+	// external-provisioner, which watches VolumeAttachments only then).
+	PublishUnpublish bool
 }
 
 // Conn is a ready connection to one CSI driver. It is safe for concurrent use.
@@ -205,6 +209,8 @@ func (c *Conn) readDriver(ctx context.Context, logger klog.Logger) (string, Capa
 				caps.SingleNodeMultiWriter = true
 			case csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT:
 				caps.Snapshots = true
+			case csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME:
+				caps.PublishUnpublish = true
 			}
 		}
 	}
@@ -213,7 +219,8 @@ func (c *Conn) readDriver(ctx context.Context, logger klog.Logger) (string, Capa
 		"accessibilityConstraints", caps.AccessibilityConstraints,
 		"createDelete", caps.CreateDelete, "clone", caps.Clone,
 		"listVolumes", caps.ListVolumes, "getCapacity", caps.GetCapacity,
-		"modifyVolume", caps.ModifyVolume, "singleNodeMultiWriter", caps.SingleNodeMultiWriter, "snapshots", caps.Snapshots)
+		"modifyVolume", caps.ModifyVolume, "singleNodeMultiWriter", caps.SingleNodeMultiWriter, "snapshots", caps.Snapshots,
+		"publishUnpublish", caps.PublishUnpublish)
 	return name, caps, nil
 }
 

@@ -204,6 +204,7 @@ func TestCapabilities(t *testing.T) {
 			csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 			csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 			csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
+			csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
 			// Not tracked: the provisioner uses none of these.
 			csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES,
 			csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
@@ -213,7 +214,7 @@ func TestCapabilities(t *testing.T) {
 	want := Capabilities{
 		ControllerService: true, AccessibilityConstraints: true,
 		CreateDelete: true, Clone: true, ListVolumes: true, GetCapacity: true,
-		ModifyVolume: true, SingleNodeMultiWriter: true, Snapshots: true,
+		ModifyVolume: true, SingleNodeMultiWriter: true, Snapshots: true, PublishUnpublish: true,
 	}
 	if got := c.Capabilities(); got != want {
 		t.Errorf("Capabilities() = %+v, want %+v", got, want)
