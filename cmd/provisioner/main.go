@@ -156,7 +156,6 @@ func run(ctx context.Context, o options) error {
 	classInf := factory.Storage().V1().StorageClasses()
 	nodeInf := factory.Core().V1().Nodes()
 	csiNodeInf := factory.Storage().V1().CSINodes()
-	vaInf := factory.Storage().V1().VolumeAttachments()
 
 	_, _ = classInf.Informer().AddEventHandler(deprecatedParamsLogger(ctx, driver))
 
@@ -167,11 +166,21 @@ func run(ctx context.Context, o options) error {
 	popts := provisioner.Options{
 		Client: client, Driver: gatedDriver{Conn: conn, calls: &work.Calls}, Request: o.request,
 		Topology: caps.AccessibilityConstraints, StrictTopology: o.strictTopology, ImmediateTopology: o.immediateTopo,
-		Clone: caps.Clone, GetCapacity: caps.GetCapacity,
+		Clone: caps.Clone, GetCapacity: caps.GetCapacity, PublishUnpublish: caps.PublishUnpublish,
 		Identity: fmt.Sprintf("%d-%s-%s", time.Now().UnixMilli(), uuid.NewString()[:8], driver),
 		Claims:   claimInf.Lister(), Volumes: volumeInf.Lister(), Classes: classInf.Lister(), Nodes: nodeInf.Lister(), CSINodes: csiNodeInf.Lister(),
-		VolumeAttachments: vaInf.Lister(),
-		ModifyVolume:      caps.ModifyVolume,
+		ModifyVolume: caps.ModifyVolume,
+	}
+	// As external-provisioner: VolumeAttachments are watched (and a
+	// deletion waits for the detach) only for a driver with
+	// PUBLISH_UNPUBLISH_VOLUME.
+	synced := []cache.InformerSynced{claimInf.Informer().HasSynced, volumeInf.Informer().HasSynced,
+		classInf.Informer().HasSynced, nodeInf.Informer().HasSynced, csiNodeInf.Informer().HasSynced}
+	var vaInf cache.SharedIndexInformer
+	if caps.PublishUnpublish {
+		vas := factory.Storage().V1().VolumeAttachments()
+		vaInf, popts.VolumeAttachments = vas.Informer(), vas.Lister()
+		synced = append(synced, vaInf.HasSynced)
 	}
 	popts.Request.SingleNodeMultiWriter = caps.SingleNodeMultiWriter
 	// Restores from VolumeSnapshots, when the driver and the cluster can.
@@ -283,6 +292,14 @@ func run(ctx context.Context, o options) error {
 		libmetrics.M.PersistentVolumeDeleteFailedTotal, libmetrics.M.PersistentVolumeDeleteDurationSeconds} {
 		reg.MustRegister(c)
 	}
+	libVolumes := provisioner.CopyingVolumes(volumeInf.Informer())
+	if vaInf != nil {
+		// A PV whose deletion waited for a detach goes back to the
+		// library once detached.
+		if err := prov.WatchDetach(provisioner.DetachOptions{VolumeAttachments: vaInf, Requeue: libVolumes.Requeue, Recorder: recorder}); err != nil {
+			return err
+		}
+	}
 	libOpts := []func(*controller.ProvisionController) error{
 		controller.LeaderElection(false), // ours is below, on a Lease
 		controller.Threadiness(int(o.workers)),
@@ -293,7 +310,7 @@ func run(ctx context.Context, o options) error {
 		controller.FailedProvisionThreshold(0),
 		controller.FailedDeleteThreshold(0),
 		controller.ClaimsInformer(provisioner.QuietClaims(claimInf.Informer())),
-		controller.VolumesInformer(provisioner.CopyingVolumes(volumeInf.Informer())),
+		controller.VolumesInformer(libVolumes),
 		controller.ClassesInformer(classInf.Informer()),
 		controller.NodesLister(provisioner.SelectedNodes(nodeInf.Lister())),
 		controller.AddFinalizer(true),
@@ -315,16 +332,14 @@ func run(ctx context.Context, o options) error {
 		o.leader.Name = strings.Trim(nonName.ReplaceAllString(strings.ToLower(lease), "-"), "-")
 	}
 	if o.handBack {
-		return handBack(ctx, factory, inflight, claimInf.Informer().HasSynced, volumeInf.Informer().HasSynced,
-			classInf.Informer().HasSynced, nodeInf.Informer().HasSynced, csiNodeInf.Informer().HasSynced, vaInf.Informer().HasSynced)
+		return handBack(ctx, factory, inflight, synced...)
 	}
 	// A CSI call under way gets its whole timeout to end before the lease
 	// is handed back.
 	o.leader.DrainTimeout = max(o.leader.DrainTimeout, o.timeout+5*time.Second)
 	err = server.RunElected(ctx, client, o.leader, health, work.Run(func(ctx context.Context) error {
 		factory.Start(ctx.Done())
-		if !cache.WaitForCacheSync(ctx.Done(), claimInf.Informer().HasSynced, volumeInf.Informer().HasSynced,
-			classInf.Informer().HasSynced, nodeInf.Informer().HasSynced, csiNodeInf.Informer().HasSynced, vaInf.Informer().HasSynced) {
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 			return nil // ctx ended
 		}
 		// The library's Run never returns and never stops its workers

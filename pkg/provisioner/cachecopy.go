@@ -1,6 +1,10 @@
 package provisioner
 
 import (
+	"slices"
+	"sync"
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -15,14 +19,61 @@ import (
 // the cache keeps the change the server refused, so the library's retry
 // sees "no finalizer, being deleted" and skips the volume until the next
 // resync (the chaos run's API faults left a PV stuck Terminating so).
-func CopyingVolumes(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
-	return copyingInformer{inf}
+//
+// It also keeps the handlers added through it (the library's), so that a
+// PV can be handed back to the library without a change of the PV
+// (Requeue).
+func CopyingVolumes(inf cache.SharedIndexInformer) *LibraryVolumes {
+	return &LibraryVolumes{SharedIndexInformer: inf}
 }
 
-type copyingInformer struct{ cache.SharedIndexInformer }
+// LibraryVolumes is the PV informer as the library sees it (CopyingVolumes).
+type LibraryVolumes struct {
+	cache.SharedIndexInformer
+	mu       sync.Mutex
+	handlers []cache.ResourceEventHandler
+}
 
-func (i copyingInformer) GetStore() cache.Store {
+func (i *LibraryVolumes) GetStore() cache.Store {
 	return copyingStore{i.SharedIndexInformer.GetStore()}
+}
+
+func (i *LibraryVolumes) keep(h cache.ResourceEventHandler) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.handlers = append(i.handlers, h)
+}
+
+func (i *LibraryVolumes) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	i.keep(h)
+	return i.SharedIndexInformer.AddEventHandler(h)
+}
+
+func (i *LibraryVolumes) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	i.keep(h)
+	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, resync)
+}
+
+func (i *LibraryVolumes) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	i.keep(h)
+	return i.SharedIndexInformer.AddEventHandlerWithOptions(h, o)
+}
+
+// Requeue hands the named PV, as the store holds it, to the handlers added
+// through i as an update without change: the library queues it and looks
+// at it again (a PV whose deletion waited for a detach). A PV not in the
+// store is left alone.
+func (i *LibraryVolumes) Requeue(name string) {
+	obj, exists, err := i.SharedIndexInformer.GetStore().GetByKey(name)
+	if err != nil || !exists {
+		return
+	}
+	i.mu.Lock()
+	handlers := slices.Clone(i.handlers)
+	i.mu.Unlock()
+	for _, h := range handlers {
+		h.OnUpdate(copyOf(obj), copyOf(obj))
+	}
 }
 
 // copyingStore hands out deep copies of what it holds. Writes go through,

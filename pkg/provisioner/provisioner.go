@@ -43,6 +43,10 @@ type Options struct {
 	Topology, StrictTopology, ImmediateTopology bool
 	// Clone and GetCapacity: whether the driver has CLONE_VOLUME and GET_CAPACITY.
 	Clone, GetCapacity bool
+	// PublishUnpublish: whether the driver has PUBLISH_UNPUBLISH_VOLUME;
+	// only then does a deletion wait for the volume's detach (as in
+	// external-provisioner), and VolumeAttachments is needed.
+	PublishUnpublish bool
 	// Snapshots: whether the driver has CREATE_DELETE_SNAPSHOT, which a
 	// restore from a VolumeSnapshot needs (as in external-provisioner).
 	// SnapshotClient reads VolumeSnapshots and their contents; nil when
@@ -70,11 +74,12 @@ type Options struct {
 	// deleted (the capacity publisher refreshes its class and segments then).
 	Changed func(*v1.PersistentVolume)
 
-	Claims            corelisters.PersistentVolumeClaimLister
-	Volumes           corelisters.PersistentVolumeLister
-	Classes           storagelisters.StorageClassLister
-	Nodes             corelisters.NodeLister
-	CSINodes          storagelisters.CSINodeLister
+	Claims   corelisters.PersistentVolumeClaimLister
+	Volumes  corelisters.PersistentVolumeLister
+	Classes  storagelisters.StorageClassLister
+	Nodes    corelisters.NodeLister
+	CSINodes storagelisters.CSINodeLister
+	// VolumeAttachments is read only with PublishUnpublish.
 	VolumeAttachments storagelisters.VolumeAttachmentLister
 	// VolumeAttributesClasses, when nil, makes every claim that names a
 	// VolumeAttributesClass fail.
@@ -92,6 +97,11 @@ type Provisioner struct {
 	// secretsUsed keeps, per claim in flight, the provisioner secret its
 	// CreateVolume was given, for a clean-up that finds it gone.
 	secretsUsed secretsUsed
+	// detach: the PVs whose deletion waits for a detach.
+	detach detachWaits
+	// deleted: the PVs (by UID) whose volume this process deleted, until
+	// their deletion finalizer is off.
+	deleted deletedVolumes
 	// now is the clock (tests set it).
 	now func() time.Time
 }
@@ -108,8 +118,11 @@ func New(o Options) (*Provisioner, error) {
 	if o.Client == nil || o.Driver == nil {
 		return nil, errors.New("provisioner: a client and a driver are required")
 	}
-	if o.Claims == nil || o.Volumes == nil || o.Classes == nil || o.Nodes == nil || o.CSINodes == nil || o.VolumeAttachments == nil {
-		return nil, errors.New("provisioner: listers for claims, volumes, classes, nodes, CSINodes and VolumeAttachments are required")
+	if o.Claims == nil || o.Volumes == nil || o.Classes == nil || o.Nodes == nil || o.CSINodes == nil {
+		return nil, errors.New("provisioner: listers for claims, volumes, classes, nodes and CSINodes are required")
+	}
+	if o.PublishUnpublish && o.VolumeAttachments == nil {
+		return nil, errors.New("provisioner: a driver with PUBLISH_UNPUBLISH_VOLUME needs the VolumeAttachment lister")
 	}
 	if o.Node != nil {
 		if o.Node.NodeName == "" {
@@ -124,7 +137,7 @@ func New(o Options) (*Provisioner, error) {
 	if o.Request.VolumeNamePrefix == "" {
 		return nil, errors.New("provisioner: the volume name prefix is empty")
 	}
-	return &Provisioner{o: o, now: time.Now, handoffs: newHandoffs(), secretsUsed: newSecretsUsed()}, nil
+	return &Provisioner{o: o, now: time.Now, handoffs: newHandoffs(), secretsUsed: newSecretsUsed(), deleted: newDeletedVolumes()}, nil
 }
 
 // SupportsBlock lets the driver decide: it refuses block volumes itself.
@@ -515,8 +528,8 @@ func driverKeys(cn *storagev1.CSINode, driver string) ([]string, bool) {
 }
 
 // Delete deletes a Released volume's backend volume; the library then
-// removes the PV's finalizer. It refuses while a VolumeAttachment still
-// names the PV.
+// removes the PV's finalizer. For a driver with PUBLISH_UNPUBLISH_VOLUME it
+// waits while a VolumeAttachment still names the PV (waitForDetach).
 func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
 	pv, err := p.csiVolume(ctx, pv)
 	if err != nil {
@@ -528,14 +541,8 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 	if err := p.stillToDelete(ctx, pv); err != nil {
 		return err
 	}
-	vas, err := p.o.VolumeAttachments.List(labels.Everything())
-	if err != nil {
+	if err := p.waitForDetach(ctx, pv); err != nil {
 		return err
-	}
-	for _, va := range vas {
-		if name := va.Spec.Source.PersistentVolumeName; name != nil && *name == pv.Name {
-			return fmt.Errorf("the volume is still attached to node %s (VolumeAttachment %s)", va.Spec.NodeName, va.Name)
-		}
 	}
 	// An empty deletion secret annotation (EP writes them on every PV) is
 	// no secret; see DeletionSecretRef.
@@ -546,6 +553,9 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 	if _, err := p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: pv.Spec.CSI.VolumeHandle, Secrets: secrets}); err != nil {
 		return fmt.Errorf("DeleteVolume %s: %w", pv.Spec.CSI.VolumeHandle, err)
 	}
+	// The library removes the PV's deletion finalizer next: a conflict
+	// there is retried alone (LibraryClient), not with this DeleteVolume.
+	p.deleted.add(pv.UID, struct{}{}, p.now())
 	klog.FromContext(ctx).V(2).Info("Volume deleted", "pv", klog.KObj(pv), "handle", pv.Spec.CSI.VolumeHandle)
 	p.changed(pv)
 	return nil

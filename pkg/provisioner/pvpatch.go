@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/util/retry"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 )
@@ -48,14 +50,42 @@ func PatchFinalizerClient(c kubernetes.Interface) kubernetes.Interface {
 // claim the PV names is settled (Provisioner.settleBeforeRelease): once the
 // finalizer is off, the PV may go at any time, and a record that outlived
 // it would have the claim's deletion clean up a volume its PV said to keep.
+//
+// Once Delete's DeleteVolume has succeeded, the library deletes the PV and
+// removes its deletion finalizer from its cached copy, which is most often
+// older than the deletion (or than kube-controller-manager's pv-protection
+// write): that removal is then made from fresh reads, retried on a
+// conflict, instead of failing, which would have the library redo the
+// whole deletion, DeleteVolume included (see releaseAfterDelete).
 func (p *Provisioner) LibraryClient(c kubernetes.Interface) kubernetes.Interface {
-	return patchClient{Interface: c, hooks: &volumeHooks{claimVersion: p.handoffs.claimVersion, beforeRelease: p.settleBeforeRelease}}
+	return patchClient{Interface: c, hooks: &volumeHooks{claimVersion: p.handoffs.claimVersion, beforeRelease: p.settleBeforeRelease,
+		volumeDeleted: p.deleted.has, released: p.deleted.done}}
 }
 
 // volumeHooks are what LibraryClient adds to the library's PV writes.
 type volumeHooks struct {
 	claimVersion  func(types.UID) string
 	beforeRelease func(context.Context, *v1.PersistentVolume) error
+	// volumeDeleted says whether this process deleted the volume of the
+	// PV of that UID; released forgets it once its finalizer is off.
+	volumeDeleted func(types.UID) bool
+	released      func(types.UID)
+}
+
+// deletedVolumes remembers the PVs (by UID) whose volume Delete deleted,
+// until their deletion finalizer is removed. Entries are kept for
+// deletedKept at most.
+type deletedVolumes struct{ claimMemo[struct{}] }
+
+const deletedKept = 10 * time.Minute
+
+func newDeletedVolumes() deletedVolumes {
+	return deletedVolumes{claimMemo[struct{}]{keep: deletedKept}}
+}
+
+func (d *deletedVolumes) has(uid types.UID) bool {
+	_, at := d.get(uid)
+	return uid != "" && !at.IsZero()
 }
 
 type patchClient struct {
@@ -86,6 +116,9 @@ func (p patchVolumes) Update(ctx context.Context, pv *v1.PersistentVolume, opts 
 	if err != nil {
 		return nil, err
 	}
+	if p.hooks != nil && p.hooks.volumeDeleted != nil && releaseAfterDelete(current, pv, p.hooks.volumeDeleted(pv.UID)) {
+		return p.releaseDeleted(ctx, current, opts)
+	}
 	patch, kind := FinalizerPatch(current, pv)
 	if p.hooks != nil && p.hooks.beforeRelease != nil && kind != PatchConflict &&
 		slices.Contains(current.Finalizers, storagehelpers.PVDeletionProtectionFinalizer) &&
@@ -106,6 +139,67 @@ func (p patchVolumes) Update(ctx context.Context, pv *v1.PersistentVolume, opts 
 	default:
 		return p.PersistentVolumeInterface.Update(ctx, pv, opts)
 	}
+}
+
+// releaseAfterDelete reports whether the library's Update of a PV is the
+// removal of its deletion finalizer after this process deleted its volume
+// (deleted): the PV it was read from is the one on the server (same UID),
+// which still has the finalizer, and the update has it no more. Whatever
+// else changed on the PV since the library's copy was read, that removal
+// stays right: the volume is gone. Pure.
+func releaseAfterDelete(current, updated *v1.PersistentVolume, deleted bool) bool {
+	return deleted && updated.UID != "" && current.UID == updated.UID &&
+		slices.Contains(current.Finalizers, storagehelpers.PVDeletionProtectionFinalizer) &&
+		!slices.Contains(updated.Finalizers, storagehelpers.PVDeletionProtectionFinalizer)
+}
+
+// releaseDeleted removes the deletion finalizer from a PV whose volume is
+// deleted, starting from current: a patch of the finalizers with the read's
+// resourceVersion, and on a conflict (kube-controller-manager's
+// pv-protection, the PV's deletion) the same from a fresh read. The claim's
+// in-flight record is settled first, as for any release.
+func (p patchVolumes) releaseDeleted(ctx context.Context, current *v1.PersistentVolume, opts metav1.UpdateOptions) (*v1.PersistentVolume, error) {
+	uid, name := current.UID, current.Name
+	if p.hooks.beforeRelease != nil {
+		if err := p.hooks.beforeRelease(ctx, current); err != nil {
+			return nil, err
+		}
+	}
+	logger := klog.FromContext(ctx).WithValues("pv", klog.KObj(current))
+	var out *v1.PersistentVolume
+	tries := 0
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tries++
+		if current == nil {
+			fresh, err := p.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			current = fresh
+		}
+		out = current
+		if current.UID != uid || !slices.Contains(current.Finalizers, storagehelpers.PVDeletionProtectionFinalizer) {
+			return nil // replaced, or released already
+		}
+		updated := current.DeepCopy()
+		updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == storagehelpers.PVDeletionProtectionFinalizer })
+		patch, _ := FinalizerPatch(current, updated)
+		current = nil
+		released, err := p.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager})
+		if err == nil {
+			out = released
+		}
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	p.hooks.released(uid)
+	logger.V(4).Info("Removed the deletion finalizer of a deleted volume's PV", "tries", tries)
+	if err != nil {
+		return nil, err // NotFound: the PV is gone
+	}
+	return out, nil
 }
 
 // Create sends a copy: the client's encoder sets the object's kind on what
