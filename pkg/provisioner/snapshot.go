@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 
 	"github.com/tether-csi/tether/pkg/inflight"
@@ -234,20 +235,61 @@ func (p *Provisioner) snapshotSource(ctx context.Context, claim *v1.PersistentVo
 	return &source{content: cs, snapshot: snap}, nil
 }
 
-// protectSnapshot adds FinalizerSnapshotSource to a restore's snapshot. The
-// write carries the snapshot's resourceVersion as read for the checks: a
-// snapshot deleted or changed since fails it with a conflict, and the
-// library tries again.
+// protectSnapshot adds FinalizerSnapshotSource to a restore's snapshot.
+// Restores from one snapshot made at once each add it: a write that
+// conflicts is made again from a fresh read, as long as that read is still
+// the snapshot that was checked (protectSnapshotDecision).
 func (p *Provisioner) protectSnapshot(ctx context.Context, snap *snapv1.VolumeSnapshot) error {
-	if slices.Contains(snap.Finalizers, FinalizerSnapshotSource) {
-		return nil
-	}
-	s := snap.DeepCopy()
-	s.Finalizers = append(s.Finalizers, FinalizerSnapshotSource)
-	if _, err := p.o.SnapshotClient.SnapshotV1().VolumeSnapshots(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+	current := snap
+	snaps := p.o.SnapshotClient.SnapshotV1().VolumeSnapshots(snap.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if current == nil {
+			fresh, err := snaps.Get(ctx, snap.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			current = fresh
+		}
+		add, err := protectSnapshotDecision(snap, current)
+		if err != nil || !add {
+			return err
+		}
+		s := current.DeepCopy()
+		s.Finalizers = append(s.Finalizers, FinalizerSnapshotSource)
+		current = nil
+		_, err = snaps.Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("protecting snapshot %s: %w", snap.Name, err)
 	}
 	return nil
+}
+
+// protectSnapshotDecision says, on a read of a restore's snapshot
+// (current), whether its protection must be added: not when it holds it
+// already (a restore retried while the snapshot is being deleted); an
+// error when it is no longer the snapshot that was checked: another of the
+// name, or, unprotected, one being deleted or bound to another content.
+// Pure.
+func protectSnapshotDecision(checked, current *snapv1.VolumeSnapshot) (bool, error) {
+	content := func(s *snapv1.VolumeSnapshot) string {
+		if s.Status == nil || s.Status.BoundVolumeSnapshotContentName == nil {
+			return ""
+		}
+		return *s.Status.BoundVolumeSnapshotContentName
+	}
+	switch {
+	case current.UID != checked.UID:
+		return false, fmt.Errorf("snapshot %s was replaced", checked.Name)
+	case slices.Contains(current.Finalizers, FinalizerSnapshotSource):
+		return false, nil
+	case current.DeletionTimestamp != nil:
+		return false, fmt.Errorf("snapshot %s is being deleted", checked.Name)
+	case content(current) != content(checked):
+		return false, fmt.Errorf("snapshot %s is bound to another content now", checked.Name)
+	}
+	return true, nil
 }
 
 // protect puts the source's finalizer on it before CreateVolume.
