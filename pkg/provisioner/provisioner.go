@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -13,7 +12,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
@@ -433,57 +431,6 @@ func (e *secretError) Error() string {
 }
 func (e *secretError) Unwrap() error { return e.err }
 
-// topology gathers the segments the requirement is built from.
-func (p *Provisioner) topology(claim *v1.PersistentVolumeClaim, class *storagev1.StorageClass, node *v1.Node) (*csi.TopologyRequirement, error) {
-	in := TopologyInput{Allowed: class.AllowedTopologies, ClaimName: claim.Name,
-		Strict: p.o.StrictTopology, Immediate: p.o.ImmediateTopology}
-	driver := p.o.Driver.DriverName()
-	if node != nil {
-		// A node that is gone, or that cannot run the driver, cannot take
-		// the volume: the scheduler must pick again (SelectedNodes lets
-		// the library hand us a node that is gone).
-		if _, err := p.o.Nodes.Get(node.Name); apierrors.IsNotFound(err) {
-			return nil, &rescheduleError{fmt.Errorf("the selected node %s is gone", node.Name)}
-		}
-		cn, err := p.o.CSINodes.Get(node.Name)
-		if apierrors.IsNotFound(err) {
-			return nil, &rescheduleError{fmt.Errorf("the selected node %s has no CSINode", node.Name)}
-		} else if err != nil {
-			return nil, fmt.Errorf("CSINode of the selected node %s: %w", node.Name, err)
-		}
-		keys, ok := driverKeys(cn, driver)
-		if !ok {
-			return nil, &rescheduleError{fmt.Errorf("the driver %s is not registered on the selected node %s", driver, node.Name)}
-		}
-		if in.Node, err = NodeSegment(node, keys); err != nil {
-			return nil, err
-		}
-		if in.Strict {
-			return Requirement(in)
-		}
-	} else if !in.Immediate && len(in.Allowed) == 0 {
-		return nil, nil
-	}
-	csiNodes, err := p.o.CSINodes.List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	for _, cn := range csiNodes {
-		keys, ok := driverKeys(cn, driver)
-		if !ok || len(keys) == 0 {
-			continue
-		}
-		n, err := p.o.Nodes.Get(cn.Name)
-		if err != nil {
-			continue // a node being removed
-		}
-		if seg, err := NodeSegment(n, keys); err == nil {
-			in.Cluster = append(in.Cluster, seg)
-		}
-	}
-	return Requirement(in)
-}
-
 // rescheduleError is a prepare error after which the scheduler should
 // pick another node: Provision returns the library's Reschedule state, and
 // the library removes volume.kubernetes.io/selected-node. No CreateVolume
@@ -517,14 +464,6 @@ func (s selectedNodes) Get(name string) (*v1.Node, error) {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
 	}
 	return n, err
-}
-
-func driverKeys(cn *storagev1.CSINode, driver string) ([]string, bool) {
-	i := slices.IndexFunc(cn.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == driver })
-	if i < 0 {
-		return nil, false
-	}
-	return cn.Spec.Drivers[i].TopologyKeys, true
 }
 
 // Delete deletes a Released volume's backend volume; the library then

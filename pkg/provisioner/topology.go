@@ -9,6 +9,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Segment is one topology segment: key to value.
@@ -165,4 +166,60 @@ func NodeSegment(node *v1.Node, keys []string) (Segment, error) {
 		s[k] = v
 	}
 	return s, nil
+}
+
+// RegisteredNode is a node as topology sees it: the topology keys its
+// CSINode registers for the driver, and the node's labels.
+type RegisteredNode struct {
+	Name   string
+	Keys   []string
+	Labels map[string]string
+}
+
+// ClusterSegments are the cluster's segments for a requirement, as
+// external-provisioner v6.4.0 aggregates them: for each key set (keys, the
+// selected node's; or, for nil, every distinct key set the nodes
+// registered), one segment from each node whose registered keys include
+// the whole set and that has a label for each of them. A node is never
+// counted under keys it did not register, whatever its labels, and nodes
+// that register different key sets (region here, region and zone there)
+// each give the granularity they registered. keySets are the key sets
+// aggregated. Pure; the segments are deduplicated and sorted.
+func ClusterSegments(nodes []RegisteredNode, keys []string) (segs []Segment, keySets [][]string) {
+	if keys != nil {
+		keySets = [][]string{slices.Sorted(slices.Values(keys))}
+	} else {
+		seen := map[string]bool{}
+		for _, n := range nodes {
+			if len(n.Keys) == 0 {
+				continue
+			}
+			set := slices.Compact(slices.Sorted(slices.Values(n.Keys)))
+			if id := strings.Join(set, "\x00"); !seen[id] {
+				seen[id] = true
+				keySets = append(keySets, set)
+			}
+		}
+		slices.SortFunc(keySets, slices.Compare)
+	}
+	for _, set := range keySets {
+		for _, n := range nodes {
+			if !containsAll(n.Keys, set) {
+				continue
+			}
+			if seg, err := NodeSegment(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels}}, set); err == nil {
+				segs = append(segs, seg)
+			}
+		}
+	}
+	return dedup(segs), keySets
+}
+
+func containsAll(have, want []string) bool {
+	for _, k := range want {
+		if !slices.Contains(have, k) {
+			return false
+		}
+	}
+	return true
 }
