@@ -224,6 +224,7 @@ func (d *driver) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 	}
 	if !d.upstream {
 		w.checkDelete(v)
+		w.checkAttached(d, v)
 	}
 	v.Deleted = true
 	delete(d.b.byName, v.Node+"/"+v.Name)

@@ -184,6 +184,7 @@ func (w *World) checkEnd() {
 	for _, ns := range w.terminating() {
 		w.violate("namespace %s is stuck Terminating", ns)
 	}
+	w.checkDetachedGone()
 	for _, id := range sortedKeys(w.back.vols) {
 		v := w.back.vols[id]
 		if v.Deleted || v.Other || w.api.retained[v.ID] || w.api.retained[v.Name] || w.abandoned(v) {

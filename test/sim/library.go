@@ -57,8 +57,8 @@ type library struct {
 	saveQ    *queue // unsaved PV names
 	unsaved  map[string]*v1.PersistentVolume
 	progress map[string]*v1.PersistentVolumeClaim
-	claims   cache.SharedIndexInformer // QuietClaims
-	volumes  cache.SharedIndexInformer // CopyingVolumes
+	claims   cache.SharedIndexInformer   // QuietClaims
+	volumes  *provisioner.LibraryVolumes // CopyingVolumes
 }
 
 const finalizerPV = "external-provisioner.volume.kubernetes.io/finalizer"

@@ -15,8 +15,8 @@ import (
 // strip): create, delete, clone, forge, strip, delete-namespace,
 // create-namespace, edit-vac, retain, delete-released, node,
 // recreate-class, static-pv, other-cluster, crash-provisioner,
-// crash-binder, sweep, lease and switch and hand-back (centralised mode),
-// csinode (node mode); and node-mode or central-mode
+// crash-binder, sweep, attach, detach, lease and switch and hand-back
+// (centralised mode), csinode (node mode); and node-mode or central-mode
 // leaves that deployment mode out.
 var Disabled = map[string]bool{}
 
@@ -58,8 +58,10 @@ func RunSchedule(seed int64) Result {
 	}
 	w.repair()
 	w.settle(0)
+	w.checkDetachedGone()
 	w.checkHandBack()
 	w.tracef("---- tear-down: every claim deleted")
+	w.attachBound()
 	for _, c := range w.api.claims() {
 		_ = w.api.Delete(rClaims, c.Namespace, c.Name, nil)
 	}
@@ -167,6 +169,9 @@ func (w *World) options(settling bool) []option {
 	if len(w.terminating()) > 0 {
 		add(2, w.namespaceController)
 	}
+	if len(w.detachable()) > 0 {
+		add(1, w.controllerDetach)
+	}
 	if settling {
 		return opts
 	}
@@ -199,6 +204,12 @@ func (w *World) options(settling bool) []option {
 	actor("recreate-class", 1, w.adminRecreateClass)
 	actor("static-pv", 1, w.adminStaticPV)
 	actor("other-cluster", 1, w.otherCluster)
+	if len(w.attachable()) > 0 {
+		actor("attach", 4, w.adminAttach)
+	}
+	if len(w.api.keys(rVAs)) > 0 {
+		actor("detach", 2, w.adminDetach)
+	}
 	actor("crash-provisioner", 1, func() string {
 		i := w.rng.Intn(len(w.provs))
 		w.startProvisioner(i)
@@ -283,8 +294,10 @@ func (w *World) sweep(p *provProc) string {
 }
 
 // repair undoes the admin's moves that would leave claims waiting for
-// ever, once the actors stop: deleted classes and nodes come back.
+// ever, once the actors stop: deleted classes and nodes come back, and
+// every volume is detached.
 func (w *World) repair() {
+	w.detachAll()
 	for _, c := range []string{classImmediate, classWFFC, classSecret, classRetain} {
 		if w.api.peek(rClasses, c) == nil {
 			w.create(w.class(c, 0))

@@ -36,6 +36,8 @@ type Config struct {
 	// waits for the first consumer. Otherwise one provisioner for the
 	// cluster and a backend shared by all nodes.
 	Node bool
+	// Attach: the driver has PUBLISH_UNPUBLISH_VOLUME (see attach.go).
+	Attach bool
 }
 
 // World is one schedule: the API, the backend, the processes, the actors'
@@ -78,6 +80,7 @@ type World struct {
 	events   []event
 	seen     map[string]bool
 	cloned   map[string]bool // volume names a CreateVolume with a source volume was sent for
+	attached map[string]bool // PV names a VolumeAttachment ever named
 	nsSeq    int
 	claimSeq int
 }
@@ -86,7 +89,7 @@ func newWorld(seed int64) *World {
 	w := &World{seed: seed, rng: rand.New(rand.NewSource(seed)),
 		now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		claimNS: map[string]string{}, forged: map[string]bool{}, stripped: map[string]bool{}, seen: map[string]bool{},
-		cloned: map[string]bool{}}
+		cloned: map[string]bool{}, attached: map[string]bool{}}
 	w.ctx = klog.NewContext(context.Background(), logr.Discard())
 	w.cfg = Config{StrictParams: w.rng.Intn(2) == 0, Owner: w.rng.Intn(3) > 0, Steps: 30 + w.rng.Intn(50)}
 	// The mode is drawn from a hash of the seed, not from the random
@@ -94,6 +97,7 @@ func newWorld(seed int64) *World {
 	h := fnv.New32a()
 	fmt.Fprintf(h, "mode/%d", seed)
 	w.cfg.Node = h.Sum32()%2 == 0 && !Disabled["node-mode"] || Disabled["central-mode"]
+	w.cfg.Attach = drawAttach(seed)
 	if w.cfg.Node {
 		// A claim goes through more hands (the scheduler, two processes'
 		// caches) before its CreateVolume.
@@ -252,7 +256,7 @@ func (w *World) newTether(i int) *provProc {
 	var err error
 	p.prov, err = provisioner.New(provisioner.Options{Client: p.client, Driver: p.drv, Node: node,
 		Request:  provisioner.RequestOptions{VolumeNamePrefix: prefix, VolumeNameUUIDLen: -1, Owner: owner},
-		Topology: true, ModifyVolume: true, Clone: true, Identity: "sim",
+		Topology: true, ModifyVolume: true, Clone: true, PublishUnpublish: w.cfg.Attach, Identity: "sim",
 		Claims:  corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
 		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer),
 		Classes: classes, Nodes: p.nodeLister,
@@ -290,6 +294,12 @@ func (w *World) newTether(i int) *provProc {
 	}
 	p.sweeper.SetClock(w.clock)
 	p.lib = newLibrary(p, p.prov, p.prov.LibraryClient(p.client))
+	// A PV whose deletion waited for a detach goes back to the library
+	// once detached.
+	if err := p.prov.WatchDetach(provisioner.DetachOptions{VolumeAttachments: ix(rVAs), Requeue: p.lib.volumes.Requeue,
+		Recorder: recorder{w}}); err != nil {
+		panic(err)
+	}
 	return p
 }
 
