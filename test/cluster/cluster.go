@@ -109,6 +109,10 @@ func Start(t T, opts Options) *Cluster {
 	if opts.EtcdDelay > 0 {
 		delayEtcd(t, env, opts.EtcdDelay)
 	}
+	// An audit log of RBACCheckedKubeconfig's users only (see rbac.go).
+	if err := configureAudit(api, dir); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := env.Start(); err != nil {
 		_ = env.Stop()
 		t.Fatalf("start control plane: %v", err)

@@ -26,11 +26,14 @@ func startProvisioner(t *testing.T, c *cluster.Cluster, name, socket string, ext
 	return startProvisionerEnv(t, c, name, socket, nil, extra...)
 }
 
-// startProvisionerEnv is startProvisioner with extra environment.
+// startProvisionerEnv is startProvisioner with extra environment. Every
+// request the provisioner makes must be one deploy/csi's RBAC allows it,
+// the opt-in secrets rule included (cluster.RBACCheckedKubeconfig).
 func startProvisionerEnv(t *testing.T, c *cluster.Cluster, name, socket string, env []string, extra ...string) *cluster.Process {
 	t.Helper()
 	path := cluster.BuildBinary(t, "./cmd/provisioner")
-	args := append([]string{"--kubeconfig=" + c.Kubeconfig, "--csi-address=" + socket, "--leader-election=false",
+	kubeconfig := c.RBACCheckedKubeconfig(t, "tether-provisioner", "provisioner-secrets")
+	args := append([]string{"--kubeconfig=" + kubeconfig, "--csi-address=" + socket, "--leader-election=false",
 		"--retry-interval-start=200ms", "--retry-interval-max=2s", "-v=4"}, extra...)
 	return c.Run(t, cluster.ProcessOptions{Name: "provisioner-" + name, Path: path, Args: args, Env: env})
 }

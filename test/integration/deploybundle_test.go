@@ -221,8 +221,8 @@ func checkFlowSchemas(t *testing.T, c *cluster.Cluster) {
 	type want struct{ fs, pl string }
 	for _, tt := range []struct {
 		namespace, sa, path string
-		want              want
-		not               bool
+		want                want
+		not                 bool
 	}{
 		{cluster.DeployNamespace, "tether-binder", "/apis/coordination.k8s.io/v1/namespaces/tether-system/leases/tether-binder", want{leaseFS, leasePL}, false},
 		{cluster.DeployNamespace, "tether-binder", "/api/v1/persistentvolumeclaims", want{tetherFS, tetherPL}, false},

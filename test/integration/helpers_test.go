@@ -20,11 +20,13 @@ import (
 
 const pollTimeout = 60 * time.Second
 
-// startBinder runs our binder as a real process against c.
+// startBinder runs our binder as a real process against c, with a
+// kubeconfig whose every request must be one deploy/csi's RBAC allows the
+// binder (cluster.RBACCheckedKubeconfig).
 func startBinder(t *testing.T, c *cluster.Cluster, extra ...string) *cluster.Process {
 	t.Helper()
 	path := cluster.BuildBinary(t, "./cmd/binder")
-	args := append([]string{"--kubeconfig=" + c.Kubeconfig, "--leader-elect=false", "--resync-period=5s", "-v=4"}, extra...)
+	args := append([]string{"--kubeconfig=" + c.RBACCheckedKubeconfig(t, "tether-binder"), "--leader-elect=false", "--resync-period=5s", "-v=4"}, extra...)
 	return c.Run(t, cluster.ProcessOptions{Name: "binder", Path: path, Args: args})
 }
 

@@ -85,7 +85,7 @@ func TestSIGTERMExitsCleanly(t *testing.T) {
 func startNamedBinder(t *testing.T, c *cluster.Cluster, name string, extra ...string) *cluster.Process {
 	t.Helper()
 	path := cluster.BuildBinary(t, "./cmd/binder")
-	args := append([]string{"--kubeconfig=" + c.Kubeconfig, "--resync-period=5s", "-v=4"}, extra...)
+	args := append([]string{"--kubeconfig=" + c.RBACCheckedKubeconfig(t, "tether-binder"), "--resync-period=5s", "-v=4"}, extra...)
 	return c.Run(t, cluster.ProcessOptions{Name: name, Path: path, Args: args})
 }
 
