@@ -98,7 +98,7 @@ func (w *world) dynamicCause(p *Provisioning, onceScheduled string) *Cause {
 	if !p.Annotated {
 		return &Cause{Reason: CauseNotAnnotated,
 			Message: fmt.Sprintf("the claim is not yet handed to provisioner %q (no volume.kubernetes.io/storage-provisioner annotation); the binder %s", p.Provisioner, w.binderText),
-			Action:  "check that tether's binder runs (it writes the annotation at its next sync of the claim)"}
+			Action:  "the binder writes the annotation at its next sync of the claim; " + w.checkBinder()}
 	}
 	if f := p.LastFailure; f != nil {
 		if isCapacityError(f.Message) {

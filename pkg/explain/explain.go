@@ -20,7 +20,8 @@ type Input struct {
 	Claim *v1.PersistentVolumeClaim
 	// Now is the time the objects were read.
 	Now time.Time
-	// Volumes are every PV of the cluster.
+	// Volumes are the PVs read: every PV of the cluster, or only the one
+	// the claim names in spec.volumeName (see Plan).
 	Volumes []*v1.PersistentVolume
 	// Classes are every StorageClass.
 	Classes []*storagev1.StorageClass
@@ -29,11 +30,14 @@ type Input struct {
 	SelectedNode *v1.Node
 	// Pods are the pods of the claim's namespace.
 	Pods []*v1.Pod
-	// Events are the events of the claim's namespace (those about the claim
-	// and its pods are used).
+	// Events are events about the claim (and about its pods: those are
+	// used too).
 	Events []*v1.Event
-	// Leases are the coordination Leases of every namespace.
+	// Leases are the provisioners' Leases read (LeaseNames), in any
+	// namespace; others are passed over.
 	Leases []*coordinationv1.Lease
+	// Binders are the binders' Leases, nil when they were not looked for.
+	Binders *BinderLeases
 	// Capacities are the CSIStorageCapacity objects of every namespace.
 	Capacities []*storagev1.CSIStorageCapacity
 	// CSINodes are every CSINode (which drivers run on which node).
@@ -65,11 +69,19 @@ type Explanation struct {
 	VolumeMode   string   `json:"volumeMode,omitempty"`
 	// Finalizers say what holds a claim that is being deleted.
 	Finalizers []Holder `json:"finalizers,omitempty"`
-	// Binder is what the binder does with the claim now, in words.
+	// Binder is what the binder does with the claim now, in words (tether's
+	// rules, which are KCM's but where docs/differences.md says).
 	Binder string `json:"binder,omitempty"`
+	// BinderRunning says which binder runs, from the binders' Leases.
+	BinderRunning *BinderStatus `json:"binderRunning,omitempty"`
 	// Candidates are the volumes of the claim's class and those pre-bound
 	// to it, each with the first reason the binder passes it over.
 	Candidates []Candidate `json:"candidates,omitempty"`
+	// ReasonCounts count the candidates by reason, the most common first.
+	ReasonCounts []ReasonCount `json:"reasonCounts,omitempty"`
+	// BestCandidates are the few nearest: matches first, then the volumes
+	// passed over latest in the binder's checks (none claimed by another).
+	BestCandidates []Candidate `json:"bestCandidates,omitempty"`
 	// VolumesOfOtherClasses counts the other volumes by class.
 	VolumesOfOtherClasses map[string]int `json:"volumesOfOtherClasses,omitempty"`
 	// BestMatch is the volume the binder would take now.
@@ -147,6 +159,8 @@ type Lease struct {
 	// Node is set for a node-deployment provisioner's Lease.
 	Node   string `json:"node,omitempty"`
 	Holder string `json:"holder,omitempty"`
+	// Renewed is the holder's last renewal.
+	Renewed *time.Time `json:"renewed,omitempty"`
 	// Held is true when the holder renewed it within its duration.
 	Held bool `json:"held"`
 }
@@ -224,5 +238,6 @@ const (
 	CauseProvisioningFailed    = "ProvisioningFailed"
 	CauseProvisioning          = "Provisioning"
 	CauseWaitingForProvisioner = "WaitingForProvisioner"
+	CauseNoBinder              = "NoBinder"
 	CauseUnknown               = "CannotTell"
 )

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -22,20 +23,9 @@ import (
 // provisioning describes the dynamic path, nil when the claim has none (no
 // class, or a class without a provisioner).
 func (w *world) provisioning() *Provisioning {
-	name := ""
-	switch {
-	case w.class != nil:
-		name = w.class.Provisioner
-	case !w.classKnown:
-		name = w.annotatedProvisioner()
-	}
-	if name == "" || name == storagehelpers.NotSupportedProvisioner {
+	name := provisionerOf(w.claim, w.class, w.classKnown)
+	if name == "" {
 		return nil
-	}
-	// A migrated in-tree plugin's claims go to its CSI driver, as the
-	// binder hands them.
-	if driver, ok := migration.CSIDriverFor(name); ok {
-		name = driver
 	}
 	p := &Provisioning{Provisioner: name, Annotated: w.annotatedProvisioner() == name,
 		WaitForFirstConsumer: binder.DelayBinding(w.class), SelectedNode: w.claim.Annotations[storagehelpers.AnnSelectedNode]}
@@ -60,11 +50,71 @@ func (w *world) provisioning() *Provisioning {
 	return p
 }
 
-func (w *world) annotatedProvisioner() string {
-	if v := w.claim.Annotations[storagehelpers.AnnStorageProvisioner]; v != "" {
+func (w *world) annotatedProvisioner() string { return annotatedProvisioner(w.claim) }
+
+func annotatedProvisioner(c *v1.PersistentVolumeClaim) string {
+	if v := c.Annotations[storagehelpers.AnnStorageProvisioner]; v != "" {
 		return v
 	}
-	return w.claim.Annotations[storagehelpers.AnnBetaStorageProvisioner]
+	return c.Annotations[storagehelpers.AnnBetaStorageProvisioner]
+}
+
+// provisionerOf is the provisioner that serves the claim: its class's (a
+// migrated in-tree plugin's CSI driver, as the binder hands them), or the
+// one the binder handed it to when classes could not be read; "" for none.
+func provisionerOf(c *v1.PersistentVolumeClaim, class *storagev1.StorageClass, classKnown bool) string {
+	name := ""
+	switch {
+	case class != nil:
+		name = class.Provisioner
+	case !classKnown:
+		name = annotatedProvisioner(c)
+	}
+	if name == "" || name == storagehelpers.NotSupportedProvisioner {
+		return ""
+	}
+	if driver, ok := migration.CSIDriverFor(name); ok {
+		name = driver
+	}
+	return name
+}
+
+// NodeLeasesLooked is how many nodes' provisioner Leases LeaseNames names
+// for a claim with no selected node (a node-deployment provisioner of an
+// Immediate class may run on any of them).
+const NodeLeasesLooked = 3
+
+// LeaseNames are the provisioner Leases an explanation of the claim looks
+// at: the driver's central one, and the selected node's (or, with none
+// selected, the first NodeLeasesLooked nodes' whose CSINode lists the
+// driver). classesKnown is false when classes could not be read.
+func LeaseNames(c *v1.PersistentVolumeClaim, classes []*storagev1.StorageClass, classesKnown bool, csiNodes []*storagev1.CSINode) []string {
+	needs, _ := binder.ParseClaim(c)
+	var class *storagev1.StorageClass
+	for _, sc := range classes {
+		if sc.Name == needs.Class {
+			class = sc
+		}
+	}
+	driver := provisionerOf(c, class, classesKnown)
+	if driver == "" || binder.BindCompleted(c) || c.Spec.VolumeName != "" {
+		return nil
+	}
+	names := []string{LeaseName(driver, "")}
+	if node := c.Annotations[storagehelpers.AnnSelectedNode]; node != "" {
+		return append(names, LeaseName(driver, node))
+	}
+	var nodes []string
+	for _, cn := range csiNodes {
+		if slices.ContainsFunc(cn.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == driver }) {
+			nodes = append(nodes, cn.Name)
+		}
+	}
+	slices.Sort(nodes)
+	for _, n := range nodes[:min(len(nodes), NodeLeasesLooked)] {
+		names = append(names, LeaseName(driver, n))
+	}
+	return names
 }
 
 // nonName is what a Lease name cannot hold; tether's provisioner (as
@@ -97,14 +147,7 @@ func (w *world) leases(driver string) []Lease {
 		if !isNode && l.Name != central {
 			node = strings.TrimPrefix(l.Name, central+"-") // a node without a CSINode
 		}
-		lease := Lease{Namespace: l.Namespace, Name: l.Name, Node: node}
-		if h := l.Spec.HolderIdentity; h != nil {
-			lease.Holder = *h
-		}
-		if lease.Holder != "" && l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
-			lease.Held = w.in.Now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
-		}
-		out = append(out, lease)
+		out = append(out, leaseOf(l, node, w.in.Now))
 	}
 	slices.SortFunc(out, func(a, b Lease) int { return cmp.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name) })
 	return out

@@ -48,6 +48,8 @@ func (w *world) candidates(e *Explanation) {
 		e.Candidates = append(e.Candidates, cand)
 	}
 	slices.SortFunc(e.Candidates, func(a, b Candidate) int { return cmp.Compare(a.Volume, b.Volume) })
+	e.ReasonCounts = countReasons(e.Candidates)
+	e.BestCandidates = bestCandidates(e.Candidates)
 	if best := w.bestMatch(q); best != nil {
 		e.BestMatch = best.Name
 	} else if waiting {
@@ -87,14 +89,8 @@ func (w *world) namedVolume() ([]Candidate, *Cause) {
 		}
 	}
 	return cand, &Cause{Reason: CauseBinderNotActed, Message: fmt.Sprintf("volume %q satisfies the claim and the binder would bind it now", name),
-		Action: "wait for the binder's next sync; if the claim stays Pending, check that tether's binder runs"}
+		Action: "wait for the binder's next sync; if the claim stays Pending, " + w.checkBinder()}
 }
-
-// causeOrder ranks the binder's reasons from the least to the most telling:
-// a volume passed over late in the checks is the nearest miss.
-var causeOrder = []binder.MismatchReason{binder.MismatchClaimed, binder.MismatchNoNode, binder.MismatchClass,
-	binder.MismatchPhase, binder.MismatchDeleting, binder.MismatchVolumeMode, binder.MismatchVAC,
-	binder.MismatchAccessModes, binder.MismatchSize, binder.MismatchSelector, binder.MismatchNodeAffinity}
 
 // staticCause explains a claim that only a static volume can serve.
 func (w *world) staticCause(cands []Candidate, onceScheduled string) *Cause {
@@ -125,17 +121,24 @@ func (w *world) staticCause(cands []Candidate, onceScheduled string) *Cause {
 		}
 		return cause
 	}
-	count := map[binder.MismatchReason]int{}
-	for _, cd := range cands {
-		count[binder.MismatchReason(cd.Reason)]++
-	}
-	reason := causeOrder[0]
-	for _, r := range causeOrder {
-		if count[r] > 0 && count[r] >= count[reason] {
-			reason = r
+	// The reason most of the volumes not claimed by another share, the
+	// nearer miss on a tie; ClaimedByAnother only when every one is.
+	counts := countReasons(cands)
+	reason, n := binder.MismatchClaimed, 0
+	for _, rc := range counts {
+		if rc.Reason != string(binder.MismatchClaimed) && rc.Reason != ReasonMatch {
+			reason, n = binder.MismatchReason(rc.Reason), rc.Count
+			break
 		}
 	}
-	return &Cause{Reason: string(reason), Message: w.staticMessage(reason, cands, count[reason]), Action: w.staticAction(reason, cands)}
+	if n == 0 {
+		n = len(cands)
+	}
+	msg := w.staticMessage(reason, cands, n)
+	if n < len(cands) {
+		msg += fmt.Sprintf("; all %d: %s", len(cands), CountsText(counts))
+	}
+	return &Cause{Reason: string(reason), Message: msg, Action: w.staticAction(reason, cands)}
 }
 
 func (w *world) hasSelectedNode() bool {
@@ -144,14 +147,27 @@ func (w *world) hasSelectedNode() bool {
 }
 
 func (w *world) staticMessage(r binder.MismatchReason, cands []Candidate, n int) string {
-	var first string
+	var of []Candidate
 	for _, cd := range cands {
 		if cd.Reason == string(r) {
-			first = cd.Volume + ": " + cd.Message
-			break
+			of = append(of, cd)
 		}
 	}
-	return fmt.Sprintf("%d of the %d volumes of class %q are passed over for %s (%s)", n, len(cands), w.needs.Class, r, first)
+	nearest := of
+	if best := bestCandidates(of); len(best) > 0 {
+		nearest = best
+	}
+	if len(cands) == 1 {
+		return fmt.Sprintf("no volume of class %q fits: its only one, %s, is passed over for %s: %s", w.needs.Class, cands[0].Volume, r, cands[0].Message)
+	}
+	msg := fmt.Sprintf("no volume of class %q fits: %d of its %d are passed over for %s", w.needs.Class, n, len(cands), r)
+	if n == len(cands) {
+		msg = fmt.Sprintf("no volume of class %q fits: all %d are passed over for %s", w.needs.Class, n, r)
+	}
+	if len(nearest) > 0 {
+		msg += fmt.Sprintf(", the nearest %s: %s", nearest[0].Volume, nearest[0].Message)
+	}
+	return msg
 }
 
 func (w *world) staticAction(r binder.MismatchReason, cands []Candidate) string {
@@ -188,6 +204,8 @@ func (w *world) staticAction(r binder.MismatchReason, cands []Candidate) string 
 		return fmt.Sprintf("the free-looking PVs of class %s are Released or Failed: reclaim one by hand (clear its claimRef) or create a new PV", class)
 	case binder.MismatchDeleting:
 		return fmt.Sprintf("create a new PV of class %s: the others are being deleted", class)
+	case binder.MismatchNoNode:
+		return "wait: kube-scheduler sets volume.kubernetes.io/selected-node on the claim once it places the pod, and the binder then binds; if it stays so, check kube-scheduler"
 	}
 	return ""
 }

@@ -23,6 +23,12 @@ const finalizerPVCProtection = "kubernetes.io/pvc-protection"
 
 // Explain says why in.Claim is in its state.
 func Explain(in Input) Explanation {
+	w, e := explain(in)
+	e.Cause = w.noBinder(e.Cause)
+	return e
+}
+
+func explain(in Input) (*world, Explanation) {
 	c := in.Claim
 	needs, needsErr := binder.ParseClaim(c)
 	e := Explanation{
@@ -44,6 +50,10 @@ func Explain(in Input) Explanation {
 	e.Since = &created
 
 	w := newWorld(in, needs)
+	if in.Binders != nil {
+		s := WhichBinder(*in.Binders, in.Now)
+		w.binders, e.BinderRunning = &s, &s
+	}
 	decision := binder.DecideClaim(w.claimInput(needsErr))
 	e.Binder = describeDecision(decision)
 	if missing := w.binderBlind(); missing != "" {
@@ -59,40 +69,40 @@ func Explain(in Input) Explanation {
 		e.State = fmt.Sprintf("Terminating since %s, held by %s", ago(in.Now, deleted), finalizerNames(e.Finalizers))
 		e.Cause = &Cause{Reason: CauseTerminating, Message: "the claim is being deleted and finalizers hold it: " + holdersText(e.Finalizers),
 			Action: terminatingAction(e.Finalizers)}
-		return e
+		return w, e
 	}
 	if binder.BindCompleted(c) {
-		return w.explainBound(e, decision)
+		return w, w.explainBound(e, decision)
 	}
 	e.State = fmt.Sprintf("Pending since %s (created %s)", ago(in.Now, created), created.UTC().Format(time.RFC3339))
 	if needsErr != nil {
 		e.Cause = &Cause{Reason: CauseInvalidClaim, Message: "no volume can satisfy the claim: " + needsErr.Error(),
 			Action: "fix the claim (delete and re-create it: these fields cannot be changed)"}
-		return e
+		return w, e
 	}
 	if c.Spec.VolumeName != "" {
 		e.Candidates, e.Cause = w.namedVolume()
-		return e
+		return w, e
 	}
 	if decision.Op == binder.ClaimSetClass {
 		e.Cause = &Cause{Reason: CauseBinderNotActed,
 			Message: fmt.Sprintf("the claim has no class; the binder gives it the default class %q at its next sync", decision.Class),
-			Action:  "wait for the binder's next sync; if the claim keeps no class, check that tether's binder runs"}
-		return e
+			Action:  "wait for the binder's next sync; if the claim keeps no class, " + w.checkBinder()}
+		return w, e
 	}
 	w.candidates(&e)
 	if e.BestMatch != "" {
 		e.Cause = &Cause{Reason: CauseBinderNotActed,
 			Message: fmt.Sprintf("volume %s matches and the binder would bind it now; it has not done so yet", e.BestMatch),
-			Action:  "wait for the binder's next sync of the claim (its resync period, 15s by default); if the claim stays Pending, check that tether's binder runs and leads"}
-		return e
+			Action:  "wait for the binder's next sync of the claim (its resync period, 15s by default); if the claim stays Pending, " + w.checkBinder()}
+		return w, e
 	}
 	if e.Provisioning = w.provisioning(); e.Provisioning != nil {
 		e.Cause = w.dynamicCause(e.Provisioning, e.BestMatchOnceScheduled)
-		return e
+		return w, e
 	}
 	e.Cause = w.staticCause(e.Candidates, e.BestMatchOnceScheduled)
-	return e
+	return w, e
 }
 
 // world is the input with the claim's needs and lookups.
@@ -105,6 +115,8 @@ type world struct {
 	classKnown, volumesKnown bool
 	// binderText is what the binder does now, in words.
 	binderText string
+	// binders says which binder runs, nil when not looked at.
+	binders *BinderStatus
 }
 
 func newWorld(in Input, needs binder.ClaimNeeds) *world {
@@ -205,7 +217,9 @@ func (w *world) explainBound(e Explanation, d binder.ClaimDecision) Explanation 
 	c, now := w.claim, w.in.Now
 	pv := w.volume(c.Spec.VolumeName)
 	switch {
-	case c.Status.Phase == v1.ClaimLost || d.Op == binder.ClaimLost:
+	// With the volume unreadable the binder's Lost is no verdict: a
+	// namespace user cannot read any volume.
+	case c.Status.Phase == v1.ClaimLost || (d.Op == binder.ClaimLost && w.volumesKnown):
 		e.Phase = string(v1.ClaimLost)
 		msg := "the claim has lost its volume"
 		if d.Event != nil {
@@ -227,7 +241,7 @@ func (w *world) explainBound(e Explanation, d binder.ClaimDecision) Explanation 
 	default:
 		e.State = fmt.Sprintf("binding to %s in progress (bind-completed is set, phase %s)", c.Spec.VolumeName, e.Phase)
 		e.Cause = &Cause{Reason: CauseBinderNotActed, Message: "the binder has started binding and not finished: " + e.Binder,
-			Action: "wait for the binder's next sync; if it stays so, check that tether's binder runs"}
+			Action: "wait for the binder's next sync; if it stays so, " + w.checkBinder()}
 	}
 	return e
 }
