@@ -1,10 +1,13 @@
-// Command kubectl-tether is a kubectl plugin (kubectl tether ...). Its one
-// command, why, says why a PersistentVolumeClaim is in its state: the
-// volumes the binder passes over and why, the provisioning path, and what
-// to do. It only reads (get and list), and says what it could not read.
+// Command kubectl-tether is a kubectl plugin (kubectl tether ...). Its
+// command, why, says why a PersistentVolumeClaim is in its state: the cause
+// and what to do first, which binder runs, the volumes the binder passes
+// over and why, and the provisioning path; with -A, a table of every claim
+// that waits, with its cause. It only reads (get and list), and says what
+// it could not read.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,98 +24,172 @@ import (
 	"github.com/tether-csi/tether/pkg/explain"
 )
 
-const usage = `Usage: kubectl tether why [-n NAMESPACE] [-o text|json] NAMESPACE/CLAIM | CLAIM
-       kubectl tether version
+const usage = `kubectl tether: tether's kubectl plugin.
 
-Says why a PersistentVolumeClaim is in its state: for an unbound claim,
-every volume of its class with the first reason tether's binder passes it
-over, the best match, the provisioning path (provisioner, Leases, pods,
-in-flight record, failures, capacity), and what to do. It only reads.
+Usage:
+  kubectl tether why [flags] NAMESPACE/CLAIM
+  kubectl tether why [flags] -n NAMESPACE CLAIM
+  kubectl tether why -A [-n NAMESPACE] [flags]
+  kubectl tether version
 
-Flags:
+why says why a PersistentVolumeClaim is in its state. For a claim that is
+not bound it prints first the cause and what to do, and which binder runs
+(from the binders' Leases); then the volumes of the claim's class counted by
+the first reason the binder passes them over, the nearest few, and the
+provisioning path (provisioner, Leases, pods, in-flight record, failures,
+capacity). It only reads, and names what it could not read.
+
+Flags of why:
+  -n, --namespace NAME      namespace of the claim, or of -A's table
+                            (default: the kubeconfig context's)
+  -A, --all-pending         a table of every claim that is not Bound, with its
+                            cause: in every namespace, or in -n's
+      --show-volumes        list every volume of the claim's class, not the
+                            nearest few
+  -o, --output FORMAT       text or json (default text)
+      --binder-lease LEASE  tether's binder Lease: NAME in any namespace, or
+                            NAMESPACE/NAME (default tether-binder)
+      --kubeconfig PATH     kubeconfig file (default: $KUBECONFIG or ~/.kube/config)
+      --context NAME        kubeconfig context
+      --request-timeout D   time limit for all reads (default 30s)
+  -h, --help                this help
+
+Exit status of why: 0 the claim is Bound (with -A: no claim waits); 1 it is
+not, and the cause is printed (with -A: some claim waits); 2 it could not
+tell: bad arguments, the claim could not be read, or the cause is CannotTell.
 `
 
 // options are the command line.
 type options struct {
-	namespace, output, kubeconfig, context string
-	timeout                                time.Duration
-	claim                                  string
+	namespace, output, kubeconfig, context, binderLease string
+	timeout                                             time.Duration
+	allPending, showVolumes                             bool
+	claim                                               string
 }
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
-	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 1 && (args[0] == "version" || args[0] == "--version") {
-		fmt.Fprintln(stdout, "kubectl-tether", version.String())
-		return nil
-	}
-	if len(args) == 0 || args[0] != "why" {
+// run is the plugin; it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return errors.New(`the commands are "why" and "version"`)
+		return explain.ExitCannotTell
 	}
-	o, err := parse(args[1:], stderr)
+	switch args[0] {
+	case "version", "--version", "-version":
+		if len(args) > 1 {
+			fmt.Fprintln(stderr, "error: version takes no arguments")
+			return explain.ExitCannotTell
+		}
+		fmt.Fprintln(stdout, "kubectl-tether", version.String())
+		return 0
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "why":
+	default:
+		fmt.Fprintf(stderr, "error: unknown command %q: the commands are why and version\n\n%s", args[0], usage)
+		return explain.ExitCannotTell
+	}
+	o, err := parse(args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
 	if err != nil {
-		return err
+		fmt.Fprintf(stderr, "error: %v\n(kubectl tether why --help for the usage)\n", err)
+		return explain.ExitCannotTell
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
+		fmt.Fprintln(stderr, "error: kubeconfig:", err)
+		return explain.ExitCannotTell
 	}
 	cfg.UserAgent = "kubectl-tether"
 	cfg.QPS, cfg.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		fmt.Fprintln(stderr, "error:", err)
+		return explain.ExitCannotTell
+	}
+	contextNS, _, err := cc.Namespace()
+	if err != nil || contextNS == "" {
+		contextNS = "default"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	return execute(ctx, client, o, contextNS, stdout, stderr)
+}
+
+// execute reads, explains and prints; it returns the exit status.
+func execute(ctx context.Context, client kubernetes.Interface, o options, contextNS string, stdout, stderr io.Writer) int {
+	r := &reader{client: client, binderLease: o.binderLease}
+	if o.allPending {
+		rep, err := readPending(ctx, r, o.namespace, contextNS)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return explain.ExitCannotTell
+		}
+		if err := output(stdout, o.output, rep, func(w io.Writer) error { return printPending(w, rep, time.Now()) }); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return explain.ExitCannotTell
+		}
+		return explain.ExitCodeRows(rep.Claims)
 	}
 	namespace, name, found := strings.Cut(o.claim, "/")
 	if !found {
 		name, namespace = o.claim, o.namespace
 		if namespace == "" {
-			if namespace, _, err = cc.Namespace(); err != nil || namespace == "" {
-				namespace = "default"
-			}
+			namespace = contextNS
 		}
-	} else if o.namespace != "" && o.namespace != namespace {
-		return fmt.Errorf("-n %s and %s name different namespaces", o.namespace, o.claim)
 	}
-	ctx, cancel := contextWithTimeout(o.timeout)
-	defer cancel()
-	in, err := read(ctx, reader{client: client}, namespace, name)
+	in, err := read(ctx, r, namespace, name)
 	if err != nil {
-		return err
+		fmt.Fprintln(stderr, "error:", err)
+		return explain.ExitCannotTell
 	}
 	e := explain.Explain(in)
-	if o.output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(e)
+	if err := output(stdout, o.output, e, func(w io.Writer) error { return printText(w, e, in.Now, o.showVolumes) }); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return explain.ExitCannotTell
 	}
-	return printText(stdout, e, in.Now)
+	return explain.ExitCode(e)
 }
 
-// parse reads the flags, which may come before or after the claim.
-func parse(args []string, stderr io.Writer) (options, error) {
+func output(w io.Writer, format string, v any, text func(io.Writer) error) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	return text(w)
+}
+
+// parse reads the flags of why, which may come before or after the claim.
+// It returns flag.ErrHelp for -h and --help.
+func parse(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("kubectl tether why", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	fs.SetOutput(io.Discard)
 	for _, n := range []string{"n", "namespace"} {
-		fs.StringVar(&o.namespace, n, "", "namespace of the claim (default: the kubeconfig context's)")
+		fs.StringVar(&o.namespace, n, "", "")
 	}
 	for _, n := range []string{"o", "output"} {
-		fs.StringVar(&o.output, n, "text", "output format: text or json")
+		fs.StringVar(&o.output, n, "text", "")
 	}
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	fs.StringVar(&o.context, "context", "", "kubeconfig context")
-	fs.DurationVar(&o.timeout, "request-timeout", 30*time.Second, "time limit for all reads")
+	for _, n := range []string{"A", "all-pending"} {
+		fs.BoolVar(&o.allPending, n, false, "")
+	}
+	fs.BoolVar(&o.showVolumes, "show-volumes", false, "")
+	fs.StringVar(&o.binderLease, "binder-lease", explain.BinderLeaseName, "")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "")
+	fs.StringVar(&o.context, "context", "", "")
+	fs.DurationVar(&o.timeout, "request-timeout", 30*time.Second, "")
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -124,13 +201,29 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(positional) != 1 {
-		fs.Usage()
-		return o, errors.New("name one claim: NAMESPACE/CLAIM, or CLAIM with -n NAMESPACE")
-	}
-	if o.output != "text" && o.output != "json" {
+	switch {
+	case o.allPending && len(positional) > 0:
+		return o, fmt.Errorf("-A takes no claim (got %s): it lists every claim that waits", strings.Join(positional, " "))
+	case o.allPending && o.showVolumes:
+		return o, errors.New("--show-volumes is for one claim, not -A")
+	case !o.allPending && len(positional) != 1:
+		return o, errors.New("name one claim: NAMESPACE/CLAIM, or CLAIM with -n NAMESPACE; or -A for every claim that waits")
+	case o.output != "text" && o.output != "json":
 		return o, fmt.Errorf("unknown output %q (text or json)", o.output)
+	case o.timeout <= 0:
+		return o, errors.New("--request-timeout must be positive")
+	case o.binderLease == "" || strings.Count(o.binderLease, "/") > 1:
+		return o, fmt.Errorf("--binder-lease %q: want NAME or NAMESPACE/NAME", o.binderLease)
 	}
-	o.claim = positional[0]
+	if !o.allPending {
+		o.claim = positional[0]
+		ns, name, found := strings.Cut(o.claim, "/")
+		switch {
+		case found && (ns == "" || name == ""):
+			return o, fmt.Errorf("claim %q: want NAMESPACE/CLAIM", o.claim)
+		case found && o.namespace != "" && o.namespace != ns:
+			return o, fmt.Errorf("-n %s and %s name different namespaces", o.namespace, o.claim)
+		}
+	}
 	return o, nil
 }

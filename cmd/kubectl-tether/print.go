@@ -12,10 +12,22 @@ import (
 	"github.com/tether-csi/tether/pkg/explain"
 )
 
-// printText writes the explanation for a person.
-func printText(out io.Writer, e explain.Explanation, now time.Time) error {
+// driverNodesShown is how many of the driver's nodes the text names.
+const driverNodesShown = 10
+
+// printText writes the explanation for a person: the state, the cause and
+// what to do first, which binder runs; then the volumes counted by reason,
+// the nearest few (every one with showVolumes), and the provisioning path.
+func printText(out io.Writer, e explain.Explanation, now time.Time, showVolumes bool) error {
 	w := &errWriter{w: out}
 	w.printf("Claim %s: %s\n", e.Claim, e.State)
+	if c := e.Cause; c != nil {
+		w.printf("Why: %s: %s\n", c.Reason, c.Message)
+		if c.Action != "" {
+			w.printf("What to do: %s\n", c.Action)
+		}
+	}
+	kcm := printBinder(w, e.BinderRunning)
 	if e.StorageClass != "" || e.Request != "" {
 		class := e.StorageClass
 		if class == "" {
@@ -27,25 +39,67 @@ func printText(out io.Writer, e explain.Explanation, now time.Time) error {
 		w.printf("  held by %s: %s\n", h.Finalizer, h.Why)
 	}
 	if e.Binder != "" && e.Phase != "Bound" {
-		w.printf("  the binder now: %s\n", e.Binder)
+		if kcm {
+			w.printf("  the binder now (tether's reading of KCM's rules): %s\n", e.Binder)
+		} else {
+			w.printf("  the binder now: %s\n", e.Binder)
+		}
 	}
-	if len(e.Candidates) > 0 || len(e.VolumesOfOtherClasses) > 0 {
-		w.printf("\nVolumes of class %q (the first reason the binder passes each over):\n", e.StorageClass)
+	printVolumes(w, e, showVolumes)
+	if p := e.Provisioning; p != nil {
+		printProvisioning(w, p, now)
+	}
+	printGaps(w, e.Unreadable)
+	return w.err
+}
+
+// printBinder writes which binder runs; true when it is KCM's.
+func printBinder(w *errWriter, s *explain.BinderStatus) bool {
+	if s == nil {
+		return false
+	}
+	switch s.Running {
+	case explain.BinderTether:
+		w.printf("Binder: tether's: %s\n", s.Evidence)
+	case explain.BinderKCM:
+		w.printf("Binder: kube-controller-manager's: %s\n", s.Evidence)
+	case explain.BinderNone:
+		w.printf("Binder: none leads: %s\n", s.Evidence)
+	default:
+		w.printf("Binder: cannot tell: %s\n", s.Evidence)
+	}
+	if s.Note != "" {
+		w.printf("  note: %s\n", s.Note)
+	}
+	return s.Running == explain.BinderKCM
+}
+
+func printVolumes(w *errWriter, e explain.Explanation, all bool) {
+	if len(e.Candidates) == 0 && len(e.VolumesOfOtherClasses) == 0 {
+		return
+	}
+	if len(e.Candidates) == 0 {
+		w.printf("\nVolumes of class %q: none\n", e.StorageClass)
+	} else {
+		w.printf("\nVolumes of class %q: %d: %s\n", e.StorageClass, len(e.Candidates), explain.CountsText(e.ReasonCounts))
+	}
+	list, title := e.BestCandidates, "nearest (the first reason the binder passes each over):"
+	if all {
+		list, title = e.Candidates, "every one (the first reason the binder passes each over):"
+	}
+	if len(list) > 0 {
+		w.printf("  %s\n", title)
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		for _, c := range e.Candidates {
+		for _, c := range list {
 			reason, msg := c.Reason, c.Message
 			if c.Match {
 				reason, msg = "match", "fits the claim"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", c.Volume, c.Capacity, reason, msg)
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\n", c.Volume, c.Capacity, reason, msg)
 		}
 		_ = tw.Flush()
-		if len(e.Candidates) == 0 {
-			w.printf("  none\n")
-		}
-		if len(e.VolumesOfOtherClasses) > 0 {
-			w.printf("  other classes: %s\n", countByClass(e.VolumesOfOtherClasses))
-		}
+	} else if len(e.Candidates) > 0 {
+		w.printf("  none is free: every one is claimed by another claim\n")
 	}
 	switch {
 	case e.BestMatch != "":
@@ -55,23 +109,86 @@ func printText(out io.Writer, e explain.Explanation, now time.Time) error {
 	case len(e.Candidates) > 0:
 		w.printf("  best match: none\n")
 	}
-	if p := e.Provisioning; p != nil {
-		printProvisioning(w, p, now)
+	if len(e.VolumesOfOtherClasses) > 0 {
+		w.printf("  other classes: %s\n", countByClass(e.VolumesOfOtherClasses))
 	}
-	if c := e.Cause; c != nil {
-		w.printf("\nWhy: %s: %s\n", c.Reason, c.Message)
-		if c.Action != "" {
-			w.printf("What to do: %s\n", c.Action)
+	if !all && len(e.Candidates) > len(list) {
+		w.printf("  (--show-volumes lists all %d)\n", len(e.Candidates))
+	}
+}
+
+func printGaps(w *errWriter, gaps []explain.Gap) {
+	if len(gaps) == 0 {
+		return
+	}
+	var s []string
+	for _, g := range gaps {
+		s = append(s, g.Resource+" ("+g.Error+")")
+	}
+	w.printf("\nCould not read: %s. The answer above is partial where it needed them.\n", strings.Join(s, ", "))
+}
+
+// messageWidth is where the -A table cuts a cause's message.
+const messageWidth = 110
+
+// printPending writes the -A table.
+func printPending(out io.Writer, rep pendingReport, now time.Time) error {
+	w := &errWriter{w: out}
+	for _, n := range rep.Notes {
+		w.printf("Note: %s\n", n)
+	}
+	if len(rep.Claims) == 0 {
+		w.printf("No claim waits (%s): every one is Bound.\n", rep.Scope)
+	} else {
+		w.printf("%s (%s).\n", explain.RowsSummary(rep.Claims), rep.Scope)
+	}
+	printBinder(w, rep.BinderRunning)
+	if len(rep.Claims) > 0 {
+		w.printf("\n")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "NAMESPACE\tCLAIM\tCLASS\tAGE\tCAUSE\tMESSAGE\n")
+		for _, r := range rep.Claims {
+			age, reason, msg := "-", "-", ""
+			if r.Since != nil {
+				age = shortAge(now.Sub(*r.Since))
+			}
+			if r.Cause != nil {
+				reason, msg = r.Cause.Reason, r.Cause.Message
+			}
+			if r.Phase != "Pending" {
+				reason = r.Phase + ": " + reason
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Name, orDash(r.Class), age, reason, cut(msg, messageWidth))
 		}
+		_ = tw.Flush()
+		w.printf("\nkubectl tether why NAMESPACE/CLAIM says what to do about one.\n")
 	}
-	if len(e.Unreadable) > 0 {
-		var gaps []string
-		for _, g := range e.Unreadable {
-			gaps = append(gaps, g.Resource+" ("+g.Error+")")
-		}
-		w.printf("\nCould not read: %s. The answer above is partial where it needed them.\n", strings.Join(gaps, ", "))
-	}
+	printGaps(w, rep.Unreadable)
 	return w.err
+}
+
+// shortAge is an age as kubectl prints it: 45s, 12m, 3h, 5d.
+func shortAge(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < 2*time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < 2*time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// cut shortens s to n runes, marking the cut.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 func printProvisioning(w *errWriter, p *explain.Provisioning, now time.Time) {
@@ -85,7 +202,9 @@ func printProvisioning(w *errWriter, p *explain.Provisioning, now time.Time) {
 		}
 		w.printf("    lease %s/%s%s: holder %q, held %s\n", l.Namespace, l.Name, node, l.Holder, yesNo(l.Held))
 	}
-	if len(p.DriverNodes) > 0 {
+	if n := len(p.DriverNodes); n > driverNodesShown {
+		w.printf("  driver registered on %d nodes: %s, …\n", n, strings.Join(p.DriverNodes[:driverNodesShown], ", "))
+	} else if n > 0 {
 		w.printf("  driver registered on nodes: %s\n", strings.Join(p.DriverNodes, ", "))
 	}
 	if p.WaitForFirstConsumer {
