@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -34,14 +36,16 @@ type whyCase struct {
 }
 
 // TestWhy leaves claims Pending for each of the main reasons, on a real
-// control plane with kube-scheduler, tether's binder, the local driver with
+// control plane with kube-scheduler, tether's binder (leading on its Lease
+// in tether-system, as deploy/csi runs it), the local driver with
 // node-deployment provisioners publishing capacity, and a driver that
 // refuses every volume, and checks that `kubectl tether why` names the
-// reason and the best match.
+// reason, the best match and the binder, with the exit status of each.
 func TestWhy(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Scheduler: true, Controllers: protectionControllers})
-	cluster.StartLocalStack(t, c, cluster.StackOptions{})
 	cs := c.Client
+	mustCreate(t, cs.CoreV1().Namespaces().Create, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tether-system"}})
+	cluster.StartLocalStack(t, c, cluster.StackOptions{BinderArgs: []string{"--leader-elect=true", "--leader-elect-resource-namespace=tether-system"}})
 	createCSIClass(t, c, "local", localDriver, "Delete", storagev1.VolumeBindingWaitForFirstConsumer)
 	const broken, ghost = "broken.csi.tether.dev", "ghost.csi.tether.dev"
 	mock := startMock(t, c, broken, "createVolumeStart: INVALIDARGUMENT\n")
@@ -114,7 +118,7 @@ func TestWhy(t *testing.T) {
 				e = whyJSON(t, bin, c.Kubeconfig, "default/"+tc.claim.Name)
 				return e.Cause != nil && e.Cause.Reason == tc.reason, nil
 			})
-			text := runWhy(t, bin, c.Kubeconfig, "-n", "default", tc.claim.Name)
+			text := runWhyStatus(t, bin, c.Kubeconfig, 1, "-n", "default", tc.claim.Name)
 			if err != nil {
 				t.Fatalf("cause %+v, want %s\n%s", e.Cause, tc.reason, text)
 			}
@@ -127,8 +131,13 @@ func TestWhy(t *testing.T) {
 					t.Errorf("%q not in the cause: %s", w, all)
 				}
 			}
-			if !strings.Contains(text, "Why: "+tc.reason) || (e.Cause.Action != "" && !strings.Contains(text, "What to do: ")) {
-				t.Errorf("text output lacks the cause or the action:\n%s", text)
+			// The cause and what to do come first, then the binder.
+			lines := strings.Split(text, "\n")
+			if len(lines) < 4 || !strings.HasPrefix(lines[1], "Why: "+tc.reason) || (e.Cause.Action != "" && !strings.HasPrefix(lines[2], "What to do: ")) {
+				t.Errorf("the cause and the action are not lines 2 and 3:\n%s", text)
+			}
+			if !strings.Contains(text, "\nBinder: tether's: Lease tether-system/tether-binder is held by ") {
+				t.Errorf("the binder is not named:\n%s", text)
 			}
 			t.Logf("kubectl tether why default/%s\n%s", tc.claim.Name, text)
 		})
@@ -139,6 +148,37 @@ func TestWhy(t *testing.T) {
 		if e.Phase != "Bound" || e.Volume != "pv-ok" || !strings.HasPrefix(e.State, "Bound to pv-ok") || e.Cause != nil {
 			t.Errorf("explanation %+v, want Bound to pv-ok and no cause", e)
 		}
+		if b := e.BinderRunning; b == nil || b.Running != explain.BinderTether {
+			t.Errorf("binder %+v, want tether's", b)
+		}
+		t.Logf("kubectl tether why default/fits\n%s", runWhyStatus(t, bin, c.Kubeconfig, 0, "default/fits"))
+	})
+
+	t.Run("exit status 2 and help", func(t *testing.T) {
+		for _, args := range [][]string{{"default/no-such-claim"}, {"-o", "yaml", "default/fits"}, {"a", "b"}} {
+			runWhyStatus(t, bin, c.Kubeconfig, 2, args...)
+		}
+		out, err := exec.CommandContext(t.Context(), bin, "why", "--help").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Exit status of why") {
+			t.Errorf("why --help: %v\n%s", err, out)
+		}
+		out, err = exec.CommandContext(t.Context(), bin).CombinedOutput()
+		if code := exitCode(err); code != 2 || !strings.Contains(string(out), "--all-pending") {
+			t.Errorf("bare kubectl-tether: status %d\n%s", code, out)
+		}
+	})
+
+	t.Run("every claim that waits", func(t *testing.T) {
+		text := runWhyStatus(t, bin, c.Kubeconfig, 1, "-A")
+		for _, tc := range cases {
+			if !regexp.MustCompile(`(?m)^default +` + tc.claim.Name + ` .* ` + tc.reason + ` `).MatchString(text) {
+				t.Errorf("no row for %s with %s:\n%s", tc.claim.Name, tc.reason, text)
+			}
+		}
+		if regexp.MustCompile(`(?m)^default +fits `).MatchString(text) {
+			t.Errorf("a Bound claim is in the table:\n%s", text)
+		}
+		t.Logf("kubectl tether why -A\n%s", text)
 	})
 
 	t.Run("through kubectl", func(t *testing.T) {
@@ -153,8 +193,8 @@ func TestWhy(t *testing.T) {
 		cmd := exec.CommandContext(t.Context(), kubectl, "tether", "why", "default/too-small")
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "Why: TooSmall") {
-			t.Fatalf("kubectl tether why: %v\n%s", err, out)
+		if exitCode(err) != 1 || !strings.Contains(string(out), "Why: TooSmall") {
+			t.Fatalf("kubectl tether why: %v (want exit status 1)\n%s", err, out)
 		}
 		t.Logf("kubectl tether why default/too-small\n%s", out)
 	})
@@ -171,47 +211,86 @@ func TestWhy(t *testing.T) {
 		var text string
 		// The RoleBinding may take a moment to reach the authorizer's cache.
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
-			var err error
-			text, err = runWhyErr(t, bin, kubeconfig, "too-small")
-			return err == nil, nil
+			var code int
+			text, code = runWhyCode(t, bin, kubeconfig, "too-small")
+			return code == 2 && strings.Contains(text, "Claim default/too-small"), nil
 		})
 		if err != nil {
-			t.Fatalf("kubectl tether why as a namespace user: %v\n%s", err, text)
+			t.Fatalf("kubectl tether why as a namespace user: %v (want exit status 2)\n%s", err, text)
 		}
-		for _, want := range []string{"Claim default/too-small: Pending", "Could not read: persistentvolumes (forbidden",
-			"storageclasses (forbidden", "leases (forbidden", "Why: " + explain.CauseUnknown} {
+		for _, want := range []string{"Claim default/too-small: Pending", "Could not read: storageclasses (forbidden",
+			"persistentvolumes (forbidden", "binder leases (forbidden", "Why: " + explain.CauseUnknown, "Binder: cannot tell"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("%q not in:\n%s", want, text)
 			}
 		}
 		t.Logf("kubectl tether why too-small (as default/viewer)\n%s", text)
+
+		// -A: the user may not list claims in every namespace, so it is
+		// shown its own (the kubeconfig context's), and told so; -n gives
+		// the same table without the note.
+		all := runWhyStatus(t, bin, kubeconfig, 1, "-A")
+		for _, want := range []string{"Note: claims of every namespace could not be read (forbidden (list, all namespaces)): only namespace default is shown",
+			"claims wait: ", "(namespace default)", "NAMESPACE  CLAIM", "Could not read: "} {
+			if !strings.Contains(all, want) {
+				t.Errorf("%q not in:\n%s", want, all)
+			}
+		}
+		for _, tc := range cases {
+			if !regexp.MustCompile(`(?m)^default +` + tc.claim.Name + ` `).MatchString(all) {
+				t.Errorf("no row for %s:\n%s", tc.claim.Name, all)
+			}
+		}
+		t.Logf("kubectl tether why -A (as default/viewer)\n%s", all)
+		if one := runWhyStatus(t, bin, kubeconfig, 1, "-A", "-n", "default"); strings.Contains(one, "Note:") || !strings.Contains(one, "(namespace default)") {
+			t.Errorf("-A -n default as default/viewer:\n%s", one)
+		}
 	})
 }
 
-func runWhyErr(t *testing.T, bin, kubeconfig string, args ...string) (string, error) {
+// runWhyCode runs kubectl-tether why and returns its output (stdout, then
+// stderr) and exit status.
+func runWhyCode(t *testing.T, bin, kubeconfig string, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), bin, append([]string{"why", "--kubeconfig=" + kubeconfig}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	if err != nil {
-		return stdout.String() + stderr.String(), err
+	code := exitCode(err)
+	if code < 0 {
+		t.Fatalf("kubectl-tether why %v: %v", args, err)
 	}
-	return stdout.String(), nil
+	return stdout.String() + stderr.String(), code
 }
 
-func runWhy(t *testing.T, bin, kubeconfig string, args ...string) string {
+// exitCode is a finished command's exit status, -1 if it did not run.
+func exitCode(err error) int {
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.ExitCode()
+	}
+	return -1
+}
+
+// runWhyStatus runs kubectl-tether why and wants the given exit status.
+func runWhyStatus(t *testing.T, bin, kubeconfig string, want int, args ...string) string {
 	t.Helper()
-	out, err := runWhyErr(t, bin, kubeconfig, args...)
-	if err != nil {
-		t.Fatalf("kubectl-tether why %v: %v\n%s", args, err, out)
+	out, code := runWhyCode(t, bin, kubeconfig, args...)
+	if code != want {
+		t.Fatalf("kubectl-tether why %v: exit status %d, want %d\n%s", args, code, want, out)
 	}
 	return out
 }
 
 func whyJSON(t *testing.T, bin, kubeconfig, claim string) explain.Explanation {
 	t.Helper()
-	out := runWhy(t, bin, kubeconfig, "-o", "json", claim)
+	out, code := runWhyCode(t, bin, kubeconfig, "-o", "json", claim)
+	if code < 0 || code > 2 {
+		t.Fatalf("kubectl-tether why -o json %s: exit status %d\n%s", claim, code, out)
+	}
 	var e explain.Explanation
 	if err := json.Unmarshal([]byte(out), &e); err != nil {
 		t.Fatalf("JSON output: %v\n%s", err, out)
