@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -322,6 +323,7 @@ func compareDriver(oldName string, oldCaps Capabilities, newName string, newCaps
 func (c *Conn) waitReady(ctx context.Context, logger klog.Logger) error {
 	b := probeBackoff
 	reason := "" // why the driver was not ready, for the log and the final error
+	hinted := false
 	giveUp := func(attempts int) error {
 		return fmt.Errorf("gave up waiting for the CSI driver at %s to become ready after %d attempts (%w); last time %s",
 			c.address, attempts, context.Cause(ctx), reason)
@@ -340,6 +342,13 @@ func (c *Conn) waitReady(ctx context.Context, logger klog.Logger) error {
 			// The probe was cut short by ctx: the previous reason says more.
 		default:
 			reason = "Probe failed: " + err.Error()
+			if hint := socketHint(err, os.Getuid()); hint != "" {
+				reason += "; " + hint
+				if !hinted {
+					hinted = true
+					logger.Error(err, "Cannot open the CSI driver's socket", "address", c.address, "hint", hint)
+				}
+			}
 		}
 		if ended(ctx) {
 			<-ctx.Done() // at most a moment away
