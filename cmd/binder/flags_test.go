@@ -10,7 +10,7 @@ import (
 // provisioner issue: the README lists every flag).
 func TestREADMEListsEveryFlag(t *testing.T) {
 	o := defaultOptions()
-	flagdoc.CheckREADME(t, newFlagSet(&o), "../../README.md")
+	flagdoc.CheckREADME(t, newFlagSet(&o), "../../docs/binder.md")
 }
 
 // Issue 25: `binder --kubeconfig=kc foo --workers=0` ran with 100 workers

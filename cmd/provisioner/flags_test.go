@@ -16,7 +16,7 @@ import (
 // provisioner issue: the README lists every flag).
 func TestREADMEListsEveryFlag(t *testing.T) {
 	o := defaultOptions()
-	flagdoc.CheckREADME(t, newFlagSet(&o), "../../README.md")
+	flagdoc.CheckREADME(t, newFlagSet(&o), "../../docs/provisioner.md")
 }
 
 // epFlags is every flag external-provisioner v6.3.0 accepts, with a value
