@@ -100,9 +100,10 @@ type HTTPOptions struct {
 	Pprof bool
 }
 
-// Serve serves the metrics, /healthz (every check), /healthz/<check> (one
-// check) and, on request, /debug/pprof/ until ctx ends. It returns once
-// listening, with the bound address.
+// Serve serves the metrics (Registry's and client-go's, see Gatherer),
+// /healthz (every check), /healthz/<check> (one check) and, on request,
+// /debug/pprof/ until ctx ends. It returns once listening, with the bound
+// address.
 func Serve(ctx context.Context, o HTTPOptions) (string, error) {
 	if o.Addr == "" {
 		return "", nil
@@ -117,7 +118,7 @@ func Serve(ctx context.Context, o HTTPOptions) (string, error) {
 		o.Health = &Health{}
 	}
 	mux := http.NewServeMux()
-	mux.Handle(o.MetricsPath, promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
+	mux.Handle(o.MetricsPath, promhttp.HandlerFor(Gatherer(o.Registry), promhttp.HandlerOpts{Registry: o.Registry}))
 	mux.Handle("/healthz", o.Health)
 	mux.HandleFunc("/healthz/", o.Health.ServeCheck)
 	if o.Pprof {

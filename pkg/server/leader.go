@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
@@ -54,6 +55,8 @@ type LeaderOptions struct {
 	// the bound is also at most LeaseDuration - RenewDeadline (see
 	// RunElected).
 	DrainTimeout time.Duration
+	// Status, if set, is the leader status gauge (NewLeaderStatus).
+	Status *prometheus.GaugeVec
 }
 
 // DefaultDrainTimeout leaves a CSI call under way (external-provisioner's
@@ -139,6 +142,8 @@ func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOption
 	logger := klog.FromContext(ctx)
 	if !o.Enabled {
 		health.SetReady()
+		o.leaderStatus("", true)
+		defer o.leaderStatus("", false)
 		return runBounded(ctx, o.DrainTimeout, run)
 	}
 	if err := o.validate(); err != nil {
@@ -159,6 +164,7 @@ func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOption
 		return fmt.Errorf("leader election lock: %w", err)
 	}
 	lease := o.Namespace + "/" + o.Name
+	o.leaderStatus(lease, false)
 
 	// The elector runs on its own context, which outlives ctx until run has
 	// returned: client-go's elector starts OnStartedLeading in a goroutine
@@ -205,6 +211,8 @@ func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOption
 				}
 				leading = true
 				mu.Unlock()
+				o.leaderStatus(lease, true)
+				defer o.leaderStatus(lease, false) // the work is over
 				defer close(finished)
 				defer stopElecting() // the work is over: stop renewing
 				workCtx, cancel := context.WithCancel(leadCtx)
