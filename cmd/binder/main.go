@@ -135,8 +135,14 @@ func run(ctx context.Context, o options) error {
 	if _, err := server.Serve(ctx, server.HTTPOptions{Addr: o.httpEndpoint, Registry: reg, Health: health, Pprof: o.pprof}); err != nil {
 		return err
 	}
+	if o.leader.Status, err = server.NewLeaderStatus(reg, "binder"); err != nil {
+		return err
+	}
 	ctrl, err := binder.New(binder.Options{Client: client, Workers: o.workers, ResyncPeriod: o.resync, Registerer: reg})
 	if err != nil {
+		return err
+	}
+	if err := binder.RegisterPendingMetrics(reg, ctrl); err != nil {
 		return err
 	}
 	return server.RunElected(ctx, client, o.leader, health, ctrl.Run)
