@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"regexp"
@@ -126,6 +127,10 @@ func run(ctx context.Context, o options) error {
 	if err := conn.RequireProvisioning(); err != nil {
 		return err
 	}
+	// /healthz fails while the driver does not answer Probe: in every
+	// mode, and the only check in node-deployment mode without leader
+	// election.
+	health.AddCheck("csi", func(r *http.Request) error { return conn.Probe(r.Context()) })
 	driver := conn.DriverName()
 	caps := conn.Capabilities()
 	klog.FromContext(ctx).Info("CSI driver ready", "driver", driver, "capabilities", fmt.Sprintf("%+v", caps))
@@ -158,6 +163,12 @@ func run(ctx context.Context, o options) error {
 	csiNodeInf := factory.Storage().V1().CSINodes()
 
 	_, _ = classInf.Informer().AddEventHandler(deprecatedParamsLogger(ctx, driver))
+	if _, err := provisioner.RegisterInFlightMetrics(reg, claimInf.Informer(), driver, o.node.NodeName); err != nil {
+		return err
+	}
+	if o.leader.Status, err = server.NewLeaderStatus(reg, "provisioner"); err != nil {
+		return err
+	}
 
 	host, _ := os.Hostname()
 	// The work under the lease: its CSI calls are counted, and refused once

@@ -1,0 +1,125 @@
+package provisioner
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/tether-csi/tether/pkg/inflight"
+)
+
+// The in-flight records (package inflight) this provisioner answers for:
+// how many, and how long ago it first saw the oldest. A record is written
+// before CreateVolume and goes once the PV is saved (or the volume is known
+// not to exist): one that stays means a volume that may exist and that no
+// PV tracks yet.
+var (
+	inFlightRecordsDesc = prometheus.NewDesc("tether_provisioner_inflight_records",
+		"Claims that carry this provisioner's in-flight record: a volume may exist for them that no PV tracks yet.", nil, nil)
+	inFlightOldestDesc = prometheus.NewDesc("tether_provisioner_inflight_oldest_record_age_seconds",
+		"Time since this process first saw the oldest of its in-flight records (0 with none); a restart starts counting again.", nil, nil)
+)
+
+// ownsRecord reports whether a claim carries an in-flight record that a
+// provisioner of driver answers for: the record is not another driver's
+// (a record of an older tether names none) and, in node-deployment mode
+// (node not empty), it names this node.
+func ownsRecord(claim *v1.PersistentVolumeClaim, driver, node string) bool {
+	if !inflight.Holds(claim) {
+		return false
+	}
+	if d := claim.Annotations[inflight.AnnDriver]; d != "" && d != driver {
+		return false
+	}
+	return node == "" || claim.Annotations[inflight.AnnNode] == node
+}
+
+// oldestSince is the earliest of the times, and false with none.
+func oldestSince(since map[types.UID]time.Time) (time.Time, bool) {
+	var oldest time.Time
+	for _, t := range since {
+		if oldest.IsZero() || t.Before(oldest) {
+			oldest = t
+		}
+	}
+	return oldest, !oldest.IsZero()
+}
+
+// InFlightMetrics follows the claim informer and reports the in-flight
+// records on each scrape. Its informer runs only while this process
+// leads, so a stand-by replica reports none.
+type InFlightMetrics struct {
+	driver, node string
+	now          func() time.Time
+
+	mu    sync.Mutex
+	since map[types.UID]time.Time // the records this process has seen, by claim
+}
+
+// RegisterInFlightMetrics registers the in-flight gauges on reg, fed by the
+// claim informer, for driver and, in node-deployment mode, node.
+func RegisterInFlightMetrics(reg prometheus.Registerer, claims cache.SharedIndexInformer, driver, node string) (*InFlightMetrics, error) {
+	m := &InFlightMetrics{driver: driver, node: node, now: time.Now, since: map[types.UID]time.Time{}}
+	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    m.observe,
+		UpdateFunc: func(_, obj any) { m.observe(obj) },
+		DeleteFunc: m.forget,
+	}); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *InFlightMetrics) observe(obj any) {
+	claim, ok := obj.(*v1.PersistentVolumeClaim)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !ownsRecord(claim, m.driver, m.node) {
+		delete(m.since, claim.UID)
+		return
+	}
+	if _, seen := m.since[claim.UID]; !seen {
+		m.since[claim.UID] = m.now()
+	}
+}
+
+func (m *InFlightMetrics) forget(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if claim, ok := obj.(*v1.PersistentVolumeClaim); ok {
+		m.mu.Lock()
+		delete(m.since, claim.UID)
+		m.mu.Unlock()
+	}
+}
+
+// Describe is prometheus.Collector's.
+func (m *InFlightMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- inFlightRecordsDesc
+	ch <- inFlightOldestDesc
+}
+
+// Collect is prometheus.Collector's.
+func (m *InFlightMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	n := len(m.since)
+	oldest, ok := oldestSince(m.since)
+	m.mu.Unlock()
+	age := 0.0
+	if ok {
+		age = max(0, m.now().Sub(oldest).Seconds())
+	}
+	ch <- prometheus.MustNewConstMetric(inFlightRecordsDesc, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(inFlightOldestDesc, prometheus.GaugeValue, age)
+}
