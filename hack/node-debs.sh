@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# Installs the Debian packages that the real test nodes need (containerd,
-# runc, the CNI plugins, a static busybox for the test images) when they are
-# missing, so that `make test` stays one command on a fresh machine. Needs
+# Installs the Debian packages that the tests need when they are missing, so
+# that `make test` stays one command on a fresh machine: for the real test
+# nodes containerd, runc, the CNI plugins and a static busybox for the test
+# images; for test/monitoring prometheus (prometheus and promtool). Needs
 # root and apt-get; without them it says what to install and goes on (the
-# real-node tests then fail with the same message).
+# tests that need them then fail with the same message).
+#
+# No service of these packages starts: while apt-get runs, a policy-rc.d
+# (unless the machine has one) denies every start, so that no system
+# prometheus (or containerd) is left running.
 set -euo pipefail
-debs="containerd runc containernetworking-plugins busybox-static"
+debs="containerd runc containernetworking-plugins busybox-static prometheus"
 missing=$(for d in $debs; do dpkg -s "$d" >/dev/null 2>&1 || echo "$d"; done)
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  echo ">> installing Debian packages for the real test nodes:" $missing
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+  echo ">> installing Debian packages for the tests:" $missing
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\n# hack/node-debs.sh: no service starts while it installs packages\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
 else
-  echo "hack/node-debs.sh: the real test nodes need: apt-get install -y" $missing >&2
+  echo "hack/node-debs.sh: the tests need: apt-get install -y --no-install-recommends" $missing >&2
 fi
