@@ -36,7 +36,9 @@ func TestAwaitsVolume(t *testing.T) {
 	immediate := bindingClass("fast", storagev1.VolumeBindingImmediate)
 	wffc := bindingClass("local", storagev1.VolumeBindingWaitForFirstConsumer)
 	now := time.Now()
-	selected := func(c *v1.PersistentVolumeClaim) { metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnSelectedNode, "n1") }
+	selected := func(c *v1.PersistentVolumeClaim) {
+		metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnSelectedNode, "n1")
+	}
 	for _, tc := range []struct {
 		name  string
 		claim *v1.PersistentVolumeClaim
