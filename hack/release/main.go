@@ -23,8 +23,8 @@ import (
 
 const usage = `usage: release images|release|push [flags]
   images   build the OCI image archives of binder, provisioner, local-driver
-  release  images, then kubectl-tether binaries, tether.yaml, RELEASE_NOTES.md
-           and SHA256SUMS
+  release  images, then kubectl-tether binaries, tether.yaml, tether-alerts.yaml,
+           RELEASE_NOTES.md and SHA256SUMS
   push     upload a release folder's images and indexes to a registry
 `
 
@@ -109,6 +109,13 @@ func build(ctx context.Context, what string, args []string) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(*out, "tether.yaml"), manifests, 0o644); err != nil {
+		return err
+	}
+	alerts, err := os.ReadFile(filepath.Join(root, "deploy", "monitoring", "alerts.yaml"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "tether-alerts.yaml"), alerts, 0o644); err != nil {
 		return err
 	}
 	changelog, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))
