@@ -280,6 +280,7 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 	sampleRSS()
 	close(rssDone)
 	waitProfiles()
+	saveHeapProfile(t, os.Getenv("BENCH_PPROF"), fmt.Sprintf("%s-%d-delay%s", binder, n, delay), "binder", pprofAddrs["binder"])
 	if err != nil {
 		logs := ""
 		if proc != nil {
