@@ -82,6 +82,9 @@ type Conn struct {
 	driverName string
 	caps       Capabilities
 	onRecheck  func() // tests: called after a reconnection found the driver unchanged
+	// creates and deletes: the calls that outlived their callers' timeout.
+	creates outliving[*csi.CreateVolumeResponse]
+	deletes outliving[*csi.DeleteVolumeResponse]
 }
 
 // Connect dials the driver, waits until its Probe says ready (retrying with
@@ -430,17 +433,20 @@ func (c *Conn) RequireProvisioning() error {
 
 // CreateVolume calls the driver with the per-call timeout. Errors are the
 // driver's gRPC status, unwrapped, so status.Code works on them.
+// A call the driver has not answered within the timeout goes on, and the
+// next one for the same volume waits for its answer (see outlive.go).
 func (c *Conn) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	return c.controller.CreateVolume(ctx, req)
+	return c.creates.call(ctx, req.GetName(), req, c.timeout, func(ctx context.Context) (*csi.CreateVolumeResponse, error) {
+		return c.controller.CreateVolume(ctx, req)
+	})
 }
 
-// DeleteVolume calls the driver with the per-call timeout.
+// DeleteVolume calls the driver with the per-call timeout; a call that
+// outlives it goes on, as CreateVolume's.
 func (c *Conn) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	return c.controller.DeleteVolume(ctx, req)
+	return c.deletes.call(ctx, req.GetVolumeId(), req, c.timeout, func(ctx context.Context) (*csi.DeleteVolumeResponse, error) {
+		return c.controller.DeleteVolume(ctx, req)
+	})
 }
 
 // ListVolumes calls the driver with the per-call timeout.

@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -276,34 +277,74 @@ func TestCalls(t *testing.T) {
 	}
 }
 
+// TestCallTimeout: a CreateVolume the driver has not answered within the
+// timeout gives its caller DeadlineExceeded but goes on (its context is
+// not cancelled); the next call with the same request takes its answer
+// without a second call to the driver; a call with another request for
+// the same volume meanwhile is refused with Aborted.
 func TestCallTimeout(t *testing.T) {
 	drv := provisioningDriver()
-	entered := make(chan struct{}, 1)
-	drv.createVolume = func(ctx context.Context, _ *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-		entered <- struct{}{}
-		<-ctx.Done()
-		return nil, status.FromContextError(ctx.Err()).Err()
+	entered := make(chan context.Context, 2)
+	release := make(chan struct{})
+	drv.createVolume = func(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+		entered <- ctx
+		<-release
+		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "vol-" + req.GetName()}}, nil
 	}
 	reg := prometheus.NewRegistry()
 	const timeout = 200 * time.Millisecond
 	c := connect(t, context.Background(), Options{Address: startDriver(t, drv), Timeout: timeout, Registerer: reg})
 
+	req := &csi.CreateVolumeRequest{Name: "pvc-slow"}
 	start := time.Now()
-	_, err := c.CreateVolume(context.Background(), &csi.CreateVolumeRequest{Name: "pvc-slow"})
+	_, err := c.CreateVolume(context.Background(), req)
 	elapsed := time.Since(start)
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("CreateVolume error = %v, want DeadlineExceeded", err)
 	}
+	if elapsed < timeout {
+		t.Errorf("CreateVolume returned after %v, before the timeout %v", elapsed, timeout)
+	}
+	var driverCtx context.Context
 	select {
-	case <-entered:
+	case driverCtx = <-entered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the CreateVolume handler never ran; the deadline did not come from a blocked call")
 	}
-	if elapsed < timeout || elapsed > 10*time.Second {
-		t.Errorf("CreateVolume returned after %v, want about %v", elapsed, timeout)
+	if err := driverCtx.Err(); err != nil {
+		t.Fatalf("the driver's call ended with its caller's timeout: %v", err)
 	}
-	if got := sampleCount(t, reg, drv.name, "/csi.v1.Controller/CreateVolume", "DeadlineExceeded"); got != 1 {
-		t.Errorf("DeadlineExceeded samples for CreateVolume = %d, want 1", got)
+	other := &csi.CreateVolumeRequest{Name: "pvc-slow", Parameters: map[string]string{"changed": "yes"}}
+	if _, err := c.CreateVolume(context.Background(), other); status.Code(err) != codes.Aborted {
+		t.Fatalf("another request while the first is at work: %v, want Aborted", err)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		resp, err := c.CreateVolume(context.Background(), req)
+		if err == nil && resp.GetVolume().GetVolumeId() != "vol-pvc-slow" {
+			err = fmt.Errorf("answer %v", resp)
+		}
+		done <- err
+	}()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the second call: %v", err)
+	}
+	select {
+	case <-entered:
+		t.Fatal("the second call reached the driver; it should have taken the first one's answer")
+	default:
+	}
+	if got := sampleCount(t, reg, drv.name, "/csi.v1.Controller/CreateVolume", "OK"); got != 1 {
+		t.Errorf("OK samples for CreateVolume = %d, want 1", got)
+	}
+	// Taken: the next call is a new one.
+	if _, err := c.CreateVolume(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(entered); got != 1 {
+		t.Errorf("the third call reached the driver %d times, want 1", got)
 	}
 }
 

@@ -34,11 +34,13 @@ const (
 	garbageDriver = "garbage.csi.tether.dev"
 )
 
-// hangHooks makes every CreateVolume of the mock busy-wait 1.5 s before it
-// starts, past the provisioner's --timeout=500ms.
+// hangHooks makes every CreateVolume of the mock busy-wait 5 s before it
+// starts, past the provisioner's --timeout=500ms and its first retry (at
+// 2 s, which waits for the same call: a call outlives its caller's
+// timeout, pkg/csi's outlive.go).
 const hangHooks = `createVolumeStart: |
   var start = new Date().getTime();
-  while (new Date().getTime() - start < 1500) {}
+  while (new Date().getTime() - start < 5000) {}
   OK;
 `
 
@@ -58,8 +60,8 @@ func TestBadInputTour(t *testing.T) {
 	procs := map[string]*cluster.Process{
 		"binder":           startBinder(t, c),
 		"provisioner-tour": startProvisioner(t, c, "tour", tour.Socket),
-		// Retries after the mock's busy wait ends, so that two calls never
-		// share its JavaScript VM.
+		// Its retries wait for the call at work (two calls never share
+		// the mock's JavaScript VM).
 		"provisioner-hang": startProvisioner(t, c, "hang", hang.Socket, "--timeout=500ms", "--retry-interval-start=1500ms", "--retry-interval-max=3s"),
 		// Fast retries: past the library's default limit of 15 in a second or two.
 		"provisioner-garbage": startProvisioner(t, c, "garbage", garbage.socket, "--retry-interval-start=10ms", "--retry-interval-max=200ms"),
