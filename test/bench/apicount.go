@@ -58,18 +58,26 @@ func parseLabels(s string) map[string]string {
 	return out
 }
 
+// PerClaim is after-before per claim, leaving out what is below 0.05 per
+// claim (the API server's reads of its own bookkeeping); benches write it
+// as JSON (test/benchout).
+func PerClaim(before, after map[string]float64, n int) map[string]float64 {
+	diff := map[string]float64{}
+	for k, v := range after {
+		if d := (v - before[k]) / float64(n); d >= 0.05 {
+			diff[k] = d
+		}
+	}
+	return diff
+}
+
 // RequestsPerClaim renders after-before per claim, most frequent first,
 // leaving out reads of the API server's own bookkeeping (below 0.05 per
 // claim).
 func RequestsPerClaim(before, after map[string]float64, n int) string {
-	diff := map[string]float64{}
+	diff := PerClaim(before, after, n)
 	var total, writes float64
-	for k, v := range after {
-		d := (v - before[k]) / float64(n)
-		if d < 0.05 {
-			continue
-		}
-		diff[k] = d
+	for k, d := range diff {
 		total += d
 		if verb, _, _ := strings.Cut(k, " "); verb != "GET" && verb != "LIST" && verb != "WATCH" {
 			writes += d
