@@ -94,6 +94,10 @@ bench-provisioner: tools ## tether binder+provisioner against KCM+external-provi
 bench-wffc: tools ## 200 pods with WaitForFirstConsumer claims through kube-scheduler, tether against KCM+EP, etcd on loopback and 2.5ms away (BENCH_N, BENCH_QPS, BENCH_RUNS=5, BENCH_ONLY, BENCH_ETCD_DELAY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 60m -v -run '^TestBenchWFFC$$' ./test/benchprov/
 
+.PHONY: bench-slowdriver
+bench-slowdriver: tools ## tether against KCM+EP v6.3.0 through a driver that spends seconds per CreateVolume and DeleteVolume and goes on after its caller gave up: case slow (1000 claims, 2s, shipped defaults then equal settings, and the floor) and case slower (200 claims, 30s against a 10s --timeout) (BENCH_CASE, BENCH_N, BENCH_LATENCY, BENCH_SLOWER_N, BENCH_SLOWER_LATENCY, BENCH_QPS, BENCH_WORKERS, BENCH_ONLY, BENCH_ETCD_DELAY)
+	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -v -run '^TestBenchSlowDriver$$' ./test/benchprov/
+
 unit: ## unit tests only (no control plane)
 	$(GO) test -short $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./examples/...
 
