@@ -8,7 +8,6 @@ package capacity
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -18,10 +17,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
@@ -69,6 +65,8 @@ type Publisher struct {
 	mu      sync.Mutex
 	full    bool     // a refresh of everything is asked for
 	changes []change // the parts to refresh, when not everything
+
+	published record // this publisher's objects, as it last wrote or listed them
 }
 
 // maxChanges is how many parts may wait for a refresh before the next one
@@ -109,6 +107,8 @@ func (p *Publisher) VolumeChanged(pv *v1.PersistentVolume) {
 func (p *Publisher) ClassChanged(name string) { p.add(change{class: name}) }
 
 // ClassHandler refreshes a class when it is added, changed or deleted.
+// The classes of the informer's first list are left to Run's first
+// refresh.
 func (p *Publisher) ClassHandler() cache.ResourceEventHandler {
 	on := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -120,7 +120,15 @@ func (p *Publisher) ClassHandler() cache.ResourceEventHandler {
 			p.Trigger()
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, obj any) { on(obj) }, DeleteFunc: on}
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if !initial {
+				on(obj)
+			}
+		},
+		UpdateFunc: func(_, obj any) { on(obj) },
+		DeleteFunc: on,
+	}
 }
 
 func (p *Publisher) add(ch change) {
@@ -152,7 +160,9 @@ func (p *Publisher) take() (full bool, changes []change) {
 
 // Run refreshes everything every PollInterval, and the parts asked for by
 // VolumeChanged and ClassChanged (everything after Trigger) as they come,
-// until ctx ends.
+// until ctx ends. The informers behind Segments and Classes must have
+// synced: the first refresh covers what they hold, and the handlers leave
+// the objects of their first list to it.
 func (p *Publisher) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("capacity")
 	ticker := time.NewTicker(p.o.PollInterval)
@@ -245,134 +255,4 @@ func (e entry) key() string {
 		b.WriteString(k + "=" + e.segment[k] + ";")
 	}
 	return b.String()
-}
-
-type want struct {
-	entry
-	capacity, maxSize *resource.Quantity
-}
-
-// Sync makes the published objects match the driver's answers once.
-func (p *Publisher) Sync(ctx context.Context) error {
-	return p.sync(ctx, func(entry) bool { return true })
-}
-
-// syncChanged does what Sync does, for the objects in the changed parts
-// only: it asks the driver about those (class, segment) pairs alone.
-func (p *Publisher) syncChanged(ctx context.Context, changes ...change) error {
-	return p.sync(ctx, func(e entry) bool {
-		return slices.ContainsFunc(changes, func(ch change) bool { return ch.covers(e) })
-	})
-}
-
-// sync makes the published objects for which in is true match the
-// driver's answers; it leaves the others alone.
-func (p *Publisher) sync(ctx context.Context, in func(entry) bool) error {
-	desired, err := p.desired(ctx, in)
-	if err != nil {
-		return err
-	}
-	api := p.o.Client.StorageV1().CSIStorageCapacities(p.o.Namespace)
-	sel := labels.SelectorFromSet(p.labels()).String()
-	existing, err := api.List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for i := range existing.Items {
-		obj := &existing.Items[i]
-		e := entry{class: obj.StorageClassName, segment: matchLabels(obj)}
-		if !in(e) {
-			continue
-		}
-		k := e.key()
-		w, ok := desired[k]
-		switch {
-		case !ok:
-			if err := api.Delete(ctx, obj.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
-		case !sameQuantity(obj.Capacity, w.capacity) || !sameQuantity(obj.MaximumVolumeSize, w.maxSize):
-			obj.Capacity, obj.MaximumVolumeSize = w.capacity, w.maxSize
-			if _, err := api.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		delete(desired, k)
-	}
-	for _, w := range desired {
-		obj := &storagev1.CSIStorageCapacity{
-			ObjectMeta:       metav1.ObjectMeta{GenerateName: "csisc-", Labels: p.labels()},
-			NodeTopology:     &metav1.LabelSelector{MatchLabels: maps.Clone(w.segment)},
-			StorageClassName: w.class, Capacity: w.capacity, MaximumVolumeSize: w.maxSize,
-		}
-		if p.o.Owner != nil {
-			obj.OwnerReferences = []metav1.OwnerReference{*p.o.Owner}
-		}
-		if _, err := api.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (p *Publisher) labels() map[string]string {
-	return map[string]string{LabelDriverName: p.o.Driver.DriverName(), LabelManagedBy: p.o.ManagedBy}
-}
-
-func matchLabels(obj *storagev1.CSIStorageCapacity) map[string]string {
-	if obj.NodeTopology == nil {
-		return nil
-	}
-	return obj.NodeTopology.MatchLabels
-}
-
-func sameQuantity(a, b *resource.Quantity) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Cmp(*b) == 0
-}
-
-// desired asks the driver for every (class, segment) for which in is true.
-func (p *Publisher) desired(ctx context.Context, in func(entry) bool) (map[string]want, error) {
-	segments, err := p.o.Segments()
-	if err != nil {
-		return nil, fmt.Errorf("topology segments: %w", err)
-	}
-	classes, err := p.o.Classes.List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]want{}
-	for _, class := range classes {
-		if class.Provisioner != p.o.Driver.DriverName() {
-			continue
-		}
-		delayed := class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer
-		if !delayed && !p.o.ImmediateBinding {
-			continue
-		}
-		params, err := p.o.DriverParams(class.Parameters)
-		if err != nil {
-			continue // the provisioner reports a bad class when it is used
-		}
-		for _, seg := range segments {
-			if !in(entry{class: class.Name, segment: seg}) {
-				continue
-			}
-			resp, err := p.o.Driver.GetCapacity(ctx, &csi.GetCapacityRequest{
-				Parameters: params, AccessibleTopology: &csi.Topology{Segments: seg}})
-			if err != nil {
-				return nil, fmt.Errorf("GetCapacity for class %s in %v: %w", class.Name, seg, err)
-			}
-			w := want{entry: entry{class: class.Name, segment: seg},
-				capacity: resource.NewQuantity(max(resp.AvailableCapacity, 0), resource.BinarySI)}
-			if m := resp.GetMaximumVolumeSize(); m != nil {
-				w.maxSize = resource.NewQuantity(max(m.Value, 0), resource.BinarySI)
-			}
-			out[w.key()] = w
-		}
-	}
-	return out, nil
 }

@@ -340,6 +340,7 @@ func TestTooManyChangesRefreshEverything(t *testing.T) {
 func TestClassHandler(t *testing.T) {
 	p, _, _ := newPartialPublisher(t, time.Hour)
 	h := p.ClassHandler()
+	h.OnAdd(class("first-list", "x", storagev1.VolumeBindingImmediate), true) // Run's first refresh covers it
 	h.OnAdd(class("a", "x", storagev1.VolumeBindingImmediate), false)
 	h.OnUpdate(nil, class("b", "x", storagev1.VolumeBindingImmediate))
 	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "c", Obj: class("c", "x", storagev1.VolumeBindingImmediate)})

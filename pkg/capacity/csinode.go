@@ -11,7 +11,8 @@ import (
 // changes its entry for the driver: kubelet registers the driver on a node
 // (often after the provisioner started, the normal DaemonSet order), and
 // the segments to publish for change with it. Without this, the first
-// objects of a new node would wait for the next poll.
+// objects of a new node would wait for the next poll. The CSINodes of the
+// informer's first list are left to Run's first refresh.
 func (p *Publisher) CSINodeHandler() cache.ResourceEventHandler {
 	name := p.o.Driver.DriverName()
 	entry := func(obj any) (storagev1.CSINodeDriver, bool) {
@@ -33,8 +34,14 @@ func (p *Publisher) CSINodeHandler() cache.ResourceEventHandler {
 			p.Trigger()
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: on,
+	return cache.ResourceEventHandlerDetailedFuncs{
+		// The CSINodes of the informer's first list are Run's first
+		// refresh's: at 2,000 nodes, 6,000 GetCapacity calls saved.
+		AddFunc: func(obj any, initial bool) {
+			if !initial {
+				on(obj)
+			}
+		},
 		UpdateFunc: func(old, obj any) {
 			a, hadIt := entry(old)
 			b, hasIt := entry(obj)

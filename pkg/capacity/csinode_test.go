@@ -113,6 +113,7 @@ func TestCSINodeHandlerFilters(t *testing.T) {
 	}{
 		{"add without the driver", func() { h.OnAdd(with(other), false) }, false},
 		{"add with the driver", func() { h.OnAdd(with(ours), false) }, true},
+		{"add of the first list: Run's first refresh covers it", func() { h.OnAdd(with(ours), true) }, false},
 		{"registration", func() { h.OnUpdate(with(other), with(other, ours)) }, true},
 		{"unrelated update", func() { h.OnUpdate(with(ours), with(ours, other)) }, false},
 		{"topology keys changed", func() { h.OnUpdate(with(ours), with(moved)) }, true},
