@@ -12,7 +12,7 @@ PKG ?= ./...
 GOTEST_FLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help demo build images release tools test unit sanity e2e e2e-kind conformance chaos sim bench-provisioner bench-wffc fuzz lint clean clean-tools
+.PHONY: help demo build images release tools test unit sanity e2e e2e-kind conformance chaos sim bench-provisioner bench-wffc bench-capacity fuzz lint clean clean-tools
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -93,6 +93,9 @@ bench-provisioner: tools ## tether binder+provisioner against KCM+external-provi
 
 bench-wffc: tools ## 200 pods with WaitForFirstConsumer claims through kube-scheduler, tether against KCM+EP, etcd on loopback and 2.5ms away (BENCH_N, BENCH_QPS, BENCH_RUNS=5, BENCH_ONLY, BENCH_ETCD_DELAY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 60m -v -run '^TestBenchWFFC$$' ./test/benchprov/
+
+bench-capacity: tools ## capacity publishing on 2000 fake nodes x 3 WaitForFirstConsumer classes, tether's provisioner against EP v6.3.0, centralized: time to every CSIStorageCapacity, steady-state GetCapacity calls and API writes, a change's latency (BENCH_NODES, BENCH_POLL=30s, BENCH_QPS, BENCH_STEADY_POLLS, BENCH_CHANGES, BENCH_ONLY, BENCH_TIMEOUT)
+	TETHER_BENCH=1 $(GO) test -count=1 -timeout 60m -v -run '^TestBenchCapacity$$' ./test/benchcap/
 
 .PHONY: bench-slowdriver
 bench-slowdriver: tools ## tether against KCM+EP v6.3.0 through a driver that spends seconds per CreateVolume and DeleteVolume and goes on after its caller gave up: case slow (1000 claims, 2s, shipped defaults then equal settings, and the floor) and case slower (200 claims, 30s against a 10s --timeout) (BENCH_CASE, BENCH_N, BENCH_LATENCY, BENCH_SLOWER_N, BENCH_SLOWER_LATENCY, BENCH_QPS, BENCH_WORKERS, BENCH_ONLY, BENCH_ETCD_DELAY)
