@@ -36,6 +36,11 @@ type Result struct {
 	Delay time.Duration
 	// Requests counts the API requests per claim (RequestsPerClaim).
 	Requests string
+	// Started is when the binder started; APIRequests the requests per
+	// claim (PerClaim); CPU the CPU use (CPUUse). For the JSON figures.
+	Started     time.Time
+	APIRequests map[string]float64
+	CPU         string
 }
 
 // TetherWorkers says whether a BENCH_BINDERS name is tether's binder, and

@@ -142,6 +142,7 @@ func TestBenchBinder(t *testing.T) {
 						r = runOnce(t, cfg, binder, n, delay)
 					})
 					results = append(results, r)
+					writeResult(t, cfg, r, round)
 				}
 			}
 		}
@@ -290,7 +291,8 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 			time.Since(start).Round(time.Second), err, logs)
 	}
 	cpu := CPUUse(cpuBefore, ReadCPU(pids), n)
-	requests := RequestsPerClaim(requestsBefore, apiRequests(t, c), n) + "\n    " + cpu
+	requestsAfter := apiRequests(t, c)
+	requests := RequestsPerClaim(requestsBefore, requestsAfter, n) + "\n    " + cpu
 	if err := checkVolumes(ctx, admin, n); err != nil {
 		t.Errorf("%s N=%d: %v", binder, n, err)
 	}
@@ -306,6 +308,7 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 		First: Percentile(latencies, 0), Total: Percentile(latencies, 100),
 		P50: Percentile(latencies, 50), P99: Percentile(latencies, 99),
 		PeakRSS: peak.Load(), Delay: delay, Requests: requests,
+		Started: start, APIRequests: PerClaim(requestsBefore, requestsAfter, n), CPU: cpu,
 	}
 	r.APIServerRSS, _ = readVmHWM(apiPID)
 	r.EtcdRSS, _ = readVmHWM(etcdPID)

@@ -80,7 +80,7 @@ func TestBenchProvisioner(t *testing.T) {
 	}
 	pairs = append(pairs, pair{name: "upstream", qps: qps, upstream: true}, pair{name: "floor", floor: true})
 	// One round: the upstream pair at its defaults alone takes four minutes.
-	rows := runAll(t, pairs, 1, func(t *testing.T, p pair, label string, delay time.Duration) row {
+	rows := runAll(t, "provisioner", pairs, 1, func(t *testing.T, p pair, label string, delay time.Duration) row {
 		return runPair(t, p, n, label, delay)
 	})
 	report := render(fmt.Sprintf("provisioner bench: %d claims (1Gi, Immediate, Delete) through the csi-test mock driver", n), rows)
@@ -172,7 +172,9 @@ func measure(t *testing.T, c *cluster.Cluster, bc clients, p pair, n int, label,
 	r.apiRSS, r.etcdRSS = pidRSS(apiPID), pidRSS(etcdPID)
 	r.cpu = bench.CPUUse(cpuBefore, bench.ReadCPU(pids), n)
 	stopProfile()
-	r.requests = bench.RequestsPerClaim(before, apiRequests(t, c), n) + eventsByReason(t, c, n)
+	requestsAfter := apiRequests(t, c)
+	r.requests = bench.RequestsPerClaim(before, requestsAfter, n) + eventsByReason(t, c, n)
+	r.apiRequests = bench.PerClaim(before, requestsAfter, n)
 	if err != nil {
 		r.failed = err.Error()
 		t.Error(err)

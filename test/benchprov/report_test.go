@@ -25,13 +25,15 @@ type row struct {
 	qps                int
 	round              int           // which of BENCH_RUNS rounds
 	delay              time.Duration // etcd delay each way (BENCH_ETCD_DELAY)
+	started            time.Time
+	apiRequests        map[string]float64 // per claim, for the JSON figures
 }
 
 // runAll runs, for each etcd delay of BENCH_ETCD_DELAY (default
 // bench.DefaultDelays), every selected pair BENCH_RUNS times (default
 // defaultRuns), the pairs interleaved within each round so that a slow
 // spell of the machine does not land on one pair only.
-func runAll(t *testing.T, pairs []pair, defaultRuns int, run func(*testing.T, pair, string, time.Duration) row) []row {
+func runAll(t *testing.T, benchName string, pairs []pair, defaultRuns int, run func(*testing.T, pair, string, time.Duration) row) []row {
 	runs := envInt(t, "BENCH_RUNS", defaultRuns)
 	delays := os.Getenv("BENCH_ETCD_DELAY")
 	if delays == "" {
@@ -60,9 +62,11 @@ func runAll(t *testing.T, pairs []pair, defaultRuns int, run func(*testing.T, pa
 					name = fmt.Sprintf("%s#%d", name, round)
 				}
 				t.Run(name, func(t *testing.T) {
+					started := time.Now()
 					r := run(t, p, label, delay)
-					r.round, r.delay = round, delay
+					r.round, r.delay, r.started = round, delay, started
 					rows = append(rows, r)
+					writeRow(t, benchName, r)
 				})
 			}
 		}

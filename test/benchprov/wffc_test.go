@@ -26,7 +26,7 @@ func TestBenchWFFC(t *testing.T) {
 	pairs := []pair{{name: "tether", qps: qps}, {name: "upstream", qps: qps, upstream: true}}
 	// Five rounds: a run of 200 claims lasts a few seconds, and the
 	// machine's pace varies by a third from one run to the next.
-	rows := runAll(t, pairs, 5, func(t *testing.T, p pair, label string, delay time.Duration) row {
+	rows := runAll(t, "wffc", pairs, 5, func(t *testing.T, p pair, label string, delay time.Duration) row {
 		return runWFFC(t, p, n, label, delay)
 	})
 	report := render(fmt.Sprintf("WaitForFirstConsumer bench: %d pods, each with its own claim, through kube-scheduler onto a fake node with the mock driver", n), rows)
