@@ -188,6 +188,7 @@ func runSide(t *testing.T, s settings, label string) row {
 	r.perSegmentPoll, r.perSegmentPollMax = perSegmentPoll(callsBefore, callsAfter, s.nodes, float64(s.steadyPolls))
 	writes, reads := capacityRequests(reqBefore, reqAfter)
 	r.writesPerMin, r.readsPerMin = writes/r.steadyMinutes, reads/r.steadyMinutes
+	r.requestsPerMin = allRequests(reqBefore, reqAfter) / r.steadyMinutes
 	r.eventsPerMin = float64(eventsAfter-eventsBefore) / r.steadyMinutes
 	r.apiServerCPUPerMin = float64(cpuAfter.ByProgram["api"]-cpuBefore.ByProgram["api"]) / 100 / r.steadyMinutes
 	r.provCPUPerMin = float64(cpuAfter.ByProgram["prov"]-cpuBefore.ByProgram["prov"]) / 100 / r.steadyMinutes

@@ -27,6 +27,7 @@ type row struct {
 	perSegmentPollMax  float64 // the most any segment got
 	writesPerMin       float64 // API writes of CSIStorageCapacity
 	readsPerMin        float64 // LIST and GET of CSIStorageCapacity
+	requestsPerMin     float64 // every request but WATCH, any resource, anyone's
 	eventsPerMin       float64 // changes the bench's watch saw
 	apiServerCPUPerMin float64 // seconds of CPU a minute
 	provCPUPerMin      float64
@@ -58,6 +59,18 @@ func capacityRequests(before, after map[string]float64) (writes, reads float64) 
 		}
 	}
 	return writes, reads
+}
+
+// allRequests sums every request but WATCH (their count says nothing of
+// the events they carry) between two readings of bench.APIRequests.
+func allRequests(before, after map[string]float64) float64 {
+	var n float64
+	for k, v := range after {
+		if !strings.HasPrefix(k, "WATCH ") {
+			n += v - before[k]
+		}
+	}
+	return n
 }
 
 // perSegmentPoll is the mean and the most GetCapacity calls a segment got
@@ -126,6 +139,7 @@ func render(title string, rows []row) string {
 	})
 	add("steady: API writes/min (capacity objects)", func(r row) string { return rate(r.writesPerMin) })
 	add("steady: API reads/min (LIST, GET of them)", func(r row) string { return rate(r.readsPerMin) })
+	add("steady: API requests/min, all but WATCH", func(r row) string { return rate(r.requestsPerMin) })
 	add("steady: object changes seen/min", func(r row) string { return rate(r.eventsPerMin) })
 	add("steady: CPU s/min (API server, provisioner)", func(r row) string {
 		return fmt.Sprintf("%.2f, %.2f", r.apiServerCPUPerMin, r.provCPUPerMin)
@@ -177,6 +191,7 @@ func figures(r row) map[string]any {
 		"steady_getcapacity_per_segment_poll_max":   r.perSegmentPollMax,
 		"steady_api_writes_per_minute":              r.writesPerMin,
 		"steady_api_reads_per_minute":               r.readsPerMin,
+		"steady_api_requests_per_minute":            r.requestsPerMin,
 		"steady_object_changes_per_minute":          r.eventsPerMin,
 		"steady_apiserver_cpu_seconds_per_minute":   r.apiServerCPUPerMin,
 		"steady_provisioner_cpu_seconds_per_minute": r.provCPUPerMin,
@@ -214,6 +229,23 @@ func TestCapacityRequests(t *testing.T) {
 				t.Errorf("got %v writes, %v reads; want %v, %v", w, r, tt.writes, tt.reads)
 			}
 		})
+	}
+}
+
+func TestAllRequests(t *testing.T) {
+	tests := []struct {
+		name          string
+		before, after map[string]float64
+		want          float64
+	}{
+		{"nothing", nil, nil, 0},
+		{"every verb and resource but WATCH", map[string]float64{"PUT leases": 10, "WATCH nodes": 3},
+			map[string]float64{"PUT leases": 16, "GET namespaces": 2, "LIST csistoragecapacities": 1, "WATCH nodes": 9, "POST csistoragecapacities (conflict)": 1}, 10},
+	}
+	for _, tt := range tests {
+		if got := allRequests(tt.before, tt.after); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
 
