@@ -426,9 +426,10 @@ func renderSlow(name string, n int, latency, delay time.Duration, rows []slowRow
 	}
 	for _, w := range inFlights(rows) {
 		c, d := limits(w)
-		fmt.Fprintf(&b, "Limit at %d calls in flight: %d / %d x %s = %s", w, n, w, latency, sec(time.Duration(float64(latency)*float64(n)/float64(w))))
+		fmt.Fprintf(&b, "Limit at %d calls in flight: %d / %d (rounded up) x %s = %s", w, n, w, latency, sec(driverTime(n, w, latency)))
 		if floor != nil {
-			fmt.Fprintf(&b, "; plus the floor's API time: %s to all Bound, %s to all deleted", sec(c), sec(d))
+			fmt.Fprintf(&b, "; with the floor's API time added, %s to all Bound (floor %s), %s to all deleted (floor %s)",
+				sec(c), sec(floor.bound), sec(d), sec(floor.deleted))
 		}
 		b.WriteString(".\n")
 	}
@@ -534,13 +535,15 @@ func slowGoals(name string, n int, latency time.Duration, rows []slowRow, limits
 				continue
 			}
 			c, d := limits(tr.pair.inFlight())
-			fmt.Fprintf(&b, "%s: to all Bound %.2fx the limit, to all deleted %.2fx", tr.pair.label(), tr.bound.Seconds()/c.Seconds(), tr.deleted.Seconds()/d.Seconds())
+			own := driverTime(n, tr.pair.inFlight(), latency).Seconds()
+			fmt.Fprintf(&b, "%s: to all Bound %.2fx the limit (%.2fx the CSI time alone), to all deleted %.2fx (%.2fx)", tr.pair.label(),
+				tr.bound.Seconds()/c.Seconds(), tr.bound.Seconds()/own, tr.deleted.Seconds()/d.Seconds(), tr.deleted.Seconds()/own)
 			if !defaults {
-				fmt.Fprintf(&b, " (goal at equal settings: within 1.1x: %s)", met(tr.bound.Seconds() <= 1.1*c.Seconds()))
+				fmt.Fprintf(&b, " (goal at equal settings: within 1.1x of the limit: %s)", met(tr.bound.Seconds() <= 1.1*c.Seconds()))
 			}
 			if ur != nil {
-				fmt.Fprintf(&b, "; %s takes %.2fx tether's time to all Bound, %.2fx to all deleted (goal: tether ahead: %s)",
-					ur.pair.label(), ur.bound.Seconds()/tr.bound.Seconds(), ur.deleted.Seconds()/tr.deleted.Seconds(), met(tr.bound < ur.bound))
+				fmt.Fprintf(&b, "; %s takes %.2fx tether's time to all Bound (tether ahead: %s), %.2fx to all deleted (tether ahead: %s)",
+					ur.pair.label(), ur.bound.Seconds()/tr.bound.Seconds(), met(tr.bound < ur.bound), ur.deleted.Seconds()/tr.deleted.Seconds(), met(tr.deleted < ur.deleted))
 			}
 			b.WriteString(".\n")
 		}
@@ -592,5 +595,41 @@ func writeSlowRow(t *testing.T, name string, delay time.Duration, r slowRow) {
 		t.Errorf("writing the figures: %v", err)
 	} else {
 		t.Logf("figures appended to %s", path)
+	}
+}
+
+// TestRenderSlow: the limit, the ratios and the goals of each case, from
+// made-up runs.
+func TestRenderSlow(t *testing.T) {
+	s := time.Second
+	tether := slowPair{name: "tether", qps: 2000, workers: 100}
+	upstream := slowPair{name: "upstream", qps: 2000, workers: 100, upstream: true}
+	slow := renderSlow("slow", 1000, 2*s, 0, []slowRow{
+		{pair: tether, n: 1000, bound: 22 * s, deleted: 30 * s},
+		{pair: upstream, n: 1000, bound: 33 * s, deleted: 24 * s},
+		{pair: slowPair{name: "floor", floor: true}, n: 1000, bound: 5 * s, deleted: 4 * s},
+	})
+	for _, want := range []string{
+		"Limit at 100 calls in flight: 1000 / 100 (rounded up) x 2s = 20.00s; with the floor's API time added, 25.00s to all Bound (floor 5.00s), 24.00s to all deleted",
+		"tether@qps2000@w100: to all Bound 0.88x the limit (1.10x the CSI time alone), to all deleted 1.25x (1.50x) (goal at equal settings: within 1.1x of the limit: met)",
+		"upstream@qps2000@w100 takes 1.50x tether's time to all Bound (tether ahead: met), 0.80x to all deleted (tether ahead: NOT met)",
+	} {
+		if !strings.Contains(slow, want) {
+			t.Errorf("case slow lacks %q:\n%s", want, slow)
+		}
+	}
+	tether.timeout, upstream.timeout = slowerTimeout, slowerTimeout
+	slower := renderSlow("slower", 200, 30*s, 0, []slowRow{
+		{pair: tether, n: 200, bound: 70 * s, creates: backendFigures{volumes: 200, calls: 200, maxCalls: 1, started: 200, maxStarted: 1, maxAtWork: 1}},
+		{pair: upstream, n: 200, bound: 80 * s, creates: backendFigures{volumes: 200, calls: 600, maxCalls: 3, started: 400, maxStarted: 2, multiStarted: 200, maxAtWork: 2, multiAtWork: 200}},
+	})
+	for _, want := range []string{
+		"tether@qps2000@w100: driver's own time 200 / 100 x 30s = 60.00s; all Bound in 1.17x of it (goal 1.2x: met); volumes made once each: met (0 claims made more than once); never two calls at work for one claim: met (0 claims had two or more); at most 2 calls per claim: met (max 1)",
+		"upstream@qps2000@w100: driver's own time 200 / 100 x 30s = 60.00s; all Bound in 1.33x of it (goal 1.2x: NOT met); volumes made once each: NOT met (200 claims made more than once); never two calls at work for one claim: NOT met (200 claims had two or more); at most 2 calls per claim: NOT met (max 3)",
+		"upstream@qps2000@w100      3.00, 3       2 (200)     2 (200)",
+	} {
+		if !strings.Contains(slower, want) {
+			t.Errorf("case slower lacks %q:\n%s", want, slower)
+		}
 	}
 }
