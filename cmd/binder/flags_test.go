@@ -19,6 +19,7 @@ func TestParseFlagsRefusesWhatCannotRun(t *testing.T) {
 		{"--kubeconfig=kc", "foo", "--workers=0"},
 		{"--workers=0"},
 		{"--resync-period=0s"},
+		{"--node-loss-grace=0s"},
 		{"--no-such-flag"},
 	} {
 		o := defaultOptions()

@@ -12,11 +12,13 @@ import (
 	"syscall"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/internal/version"
 	"github.com/tether-csi/tether/pkg/binder"
+	"github.com/tether-csi/tether/pkg/nodeloss"
 	"github.com/tether-csi/tether/pkg/server"
 )
 
@@ -28,6 +30,7 @@ type options struct {
 	httpEndpoint string
 	pprof        bool
 	showVersion  bool
+	nodeLoss     time.Duration
 }
 
 // defaultOptions are the flags' defaults.
@@ -45,8 +48,9 @@ func defaultOptions() options {
 		// sooner; the provisioner's claimRef names the version of its
 		// in-flight write, so the binder waits for it instead of
 		// conflicting (provisioner.LibraryClient).
-		workers: 100,
-		resync:  15 * time.Second,
+		workers:  100,
+		resync:   15 * time.Second,
+		nodeLoss: nodeloss.DefaultGrace,
 	}
 	return o
 }
@@ -65,6 +69,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.resync, "resync-period", o.resync, "How often every claim and volume is synced again even without a change; a claim and volume bound to each other with nothing left to write are not.")
 	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve /metrics and /healthz on. Empty serves nothing.")
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "Also serve Go's profiles under /debug/pprof/ on --http-endpoint.")
+	fs.DurationVar(&o.nodeLoss, "node-loss-grace", o.nodeLoss, "How long the one node of a bound volume must be lost (deleted, or tainted "+v1.TaintNodeOutOfService+"; never merely NotReady) before its claim is released, in classes annotated "+nodeloss.AnnPolicy+"=true (docs/design.md, \"Node loss\").")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 	return fs
 }
@@ -86,6 +91,9 @@ func parseFlags(o *options, args []string) error {
 	}
 	if o.resync <= 0 {
 		return fmt.Errorf("--resync-period must be positive, got %s", o.resync)
+	}
+	if o.nodeLoss <= 0 {
+		return fmt.Errorf("--node-loss-grace must be positive, got %s", o.nodeLoss)
 	}
 	return nil
 }
@@ -138,7 +146,8 @@ func run(ctx context.Context, o options) error {
 	if o.leader.Status, err = server.NewLeaderStatus(reg, "binder"); err != nil {
 		return err
 	}
-	ctrl, err := binder.New(binder.Options{Client: client, Workers: o.workers, ResyncPeriod: o.resync, Registerer: reg})
+	ctrl, err := binder.New(binder.Options{Client: client, Workers: o.workers, ResyncPeriod: o.resync, Registerer: reg,
+		NodeLossGrace: o.nodeLoss})
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,10 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Recorder records events; nil makes one that writes to the API.
 	Recorder record.EventRecorder
+	// NodeLossGrace is how long a node must be lost before the claims of
+	// its volumes are released, in classes that opt in (nodeloss.AnnPolicy);
+	// 0 is nodeloss.DefaultGrace.
+	NodeLossGrace time.Duration
 }
 
 // Controller runs the binder.
@@ -60,6 +64,9 @@ type Controller struct {
 	metrics     *Metrics
 	pending     *pendingClaims
 	gone        goneClaims
+	nodeLoss    *nodeLoss
+	// now is the clock (the simulator sets it).
+	now func() time.Time
 	// synced are the node informer's HasSynced and the handler
 	// registrations' (see New).
 	synced      []cache.InformerSynced
@@ -82,6 +89,7 @@ func New(opts Options) (*Controller, error) {
 		claims:  NewStore[*v1.PersistentVolumeClaim](),
 		volumes: NewIndex(),
 		pending: newPendingClaims(),
+		now:     time.Now,
 		factory: informers.NewSharedInformerFactoryWithOptions(opts.Client, opts.ResyncPeriod,
 			informers.WithTransform(transform)),
 		claimQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -90,6 +98,7 @@ func New(opts Options) (*Controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "volumes"}),
 	}
 	c.metrics = NewMetrics(opts.Registerer, c.volumes, c.claims)
+	c.nodeLoss = newNodeLoss(opts.NodeLossGrace, func() time.Time { return c.now() }, opts.Registerer)
 	recorder := opts.Recorder
 	if recorder == nil {
 		c.broadcaster = record.NewBroadcaster()
@@ -103,6 +112,9 @@ func New(opts Options) (*Controller, error) {
 	nodeInf := c.factory.Core().V1().Nodes()
 	c.classLister, c.nodeLister = classInf.Lister(), nodeInf.Lister()
 	if err := c.watch(claimInf.Informer(), volumeInf.Informer(), classInf.Informer(), nodeInf.Informer().HasSynced); err != nil {
+		return nil, err
+	}
+	if err := c.watchNodes(nodeInf.Informer()); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -136,14 +148,15 @@ func (c *Controller) watch(claims, volumes, classes cache.SharedIndexInformer, n
 }
 
 // transform trims what the informers cache. Of a node the binder needs only
-// the labels (a volume's node affinity is matched against them), so it keeps
-// the name, UID, resourceVersion and labels and drops the rest, status
+// the labels (a volume's node affinity is matched against them) and its
+// out-of-service taint (node loss), so it keeps the name, UID,
+// resourceVersion, labels and that taint and drops the rest, status
 // included; of other objects it drops the managed fields.
 func transform(obj any) (any, error) {
 	if n, ok := obj.(*v1.Node); ok {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
-		}}, nil
+		}, Spec: keepOutOfService(n)}, nil
 	}
 	return server.DropManagedFields(obj)
 }

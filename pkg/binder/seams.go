@@ -2,6 +2,7 @@ package binder
 
 import (
 	"context"
+	"time"
 
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
@@ -23,7 +24,10 @@ type SimInputs struct {
 	Claims, Volumes, Classes cache.SharedIndexInformer
 	Nodes                    corelisters.NodeLister
 	NodesSynced              cache.InformerSynced
-	ClaimQueue, VolumeQueue  workqueue.TypedRateLimitingInterface[string]
+	// NodeEvents, when set, feeds the node-loss tracker (as New's node
+	// informer does).
+	NodeEvents              cache.SharedIndexInformer
+	ClaimQueue, VolumeQueue workqueue.TypedRateLimitingInterface[string]
 	// KCM: the binder stands for kube-controller-manager's, which leaves
 	// the provisioner's in-flight record on the claims it binds.
 	KCM bool
@@ -36,8 +40,17 @@ func (c *Controller) UseSimInputs(in SimInputs) error {
 	c.classLister, c.nodeLister = storagelisters.NewStorageClassLister(in.Classes.GetIndexer()), in.Nodes
 	c.claimQueue, c.volumeQueue = in.ClaimQueue, in.VolumeQueue
 	c.writer.keepRecords = in.KCM
-	return c.watch(in.Claims, in.Volumes, in.Classes, in.NodesSynced)
+	if err := c.watch(in.Claims, in.Volumes, in.Classes, in.NodesSynced); err != nil {
+		return err
+	}
+	if in.NodeEvents != nil {
+		return c.watchNodes(in.NodeEvents)
+	}
+	return nil
 }
+
+// SetClock sets the binder's clock (node loss times its grace with it).
+func (c *Controller) SetClock(now func() time.Time) { c.now = now }
 
 // Synced reports whether Run's workers would have started: what they wait
 // for (see watch) has synced.

@@ -177,6 +177,9 @@ func (c *Controller) syncVolumeOnce(ctx context.Context, pv *v1.PersistentVolume
 		c.claimQueue.Add(claimKey(pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name))
 	}
 	err = c.writer.ApplyVolume(ctx, pv, claim, d)
+	if err == nil {
+		err = c.syncNodeLoss(ctx, pv.Name, claim)
+	}
 	op := "volume"
 	if d.Phase != "" {
 		op = "volume-" + strings.ToLower(string(d.Phase))

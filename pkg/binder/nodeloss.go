@@ -1,0 +1,166 @@
+package binder
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+
+	"github.com/tether-csi/tether/pkg/nodeloss"
+)
+
+// The binder releases the claims of a class that opts in
+// (nodeloss.AnnPolicy) whose volume's one node is lost for longer than
+// the grace: the steps are nodeloss.Decide's, each taken in a sync of the
+// PV, the writes in nodeloss_apply.go. It is the binder's work because
+// the binder sees every claim, PV and node of the cluster, and one of
+// them leads at a time (docs/design.md, "Node loss").
+
+// nodeLoss is the binder's state for it.
+type nodeLoss struct {
+	grace    time.Duration
+	tracker  *nodeloss.Tracker
+	released *prometheus.CounterVec
+}
+
+func newNodeLoss(grace time.Duration, now func() time.Time, reg prometheus.Registerer) *nodeLoss {
+	if grace <= 0 {
+		grace = nodeloss.DefaultGrace
+	}
+	n := &nodeLoss{grace: grace, tracker: nodeloss.NewTracker(now),
+		released: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_binder_volumes_released_for_node_loss_total",
+			Help: "Volumes whose claim the binder released because their node was lost (deleted, or tainted node.kubernetes.io/out-of-service) for longer than --node-loss-grace, in a class with " + nodeloss.AnnPolicy + ", by the PV's reclaim policy (Delete: the PV is deleted; Retain: it is kept Released).",
+		}, []string{"reclaim_policy"})}
+	if reg != nil {
+		reg.MustRegister(n.released)
+	}
+	return n
+}
+
+// watchNodes registers the node handler; its first list counts in Synced,
+// so no PV is decided on before the tracker knows every node.
+func (c *Controller) watchNodes(nodes cache.SharedIndexInformer) error {
+	reg, err := nodes.AddEventHandler(c.nodeHandler())
+	if err != nil {
+		return err
+	}
+	c.synced = append(c.synced, reg.HasSynced)
+	return nil
+}
+
+// nodeHandler tells the tracker each node's state and, when a node's loss
+// begins or ends, queues the PVs that name it.
+func (c *Controller) nodeHandler() cache.ResourceEventHandler {
+	observe := func(name string, node *v1.Node) {
+		changed, labels := c.nodeLoss.tracker.Observe(name, node)
+		if !changed {
+			return
+		}
+		for _, pv := range c.volumes.List() {
+			if pv.Annotations[nodeloss.AnnLostNode] == name ||
+				labels != nil && pv.Spec.NodeAffinity != nil && storagehelpers.CheckNodeAffinity(pv, labels) == nil {
+				c.volumeQueue.Add(pv.Name)
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				observe(n.Name, n)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				observe(n.Name, n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if n, ok := tombstoned(obj).(*v1.Node); ok {
+				observe(n.Name, nil)
+			}
+		},
+	}
+}
+
+// keepOutOfService is the part of a node's spec the binder caches: its
+// out-of-service taint, if any.
+func keepOutOfService(n *v1.Node) v1.NodeSpec {
+	if t := nodeloss.OutOfServiceTaint(n); t != nil {
+		return v1.NodeSpec{Taints: []v1.Taint{*t}}
+	}
+	return v1.NodeSpec{}
+}
+
+// syncNodeLoss takes the next step of a PV's release for node loss, if
+// any. claim is the claim its claimRef names (nil when gone).
+func (c *Controller) syncNodeLoss(ctx context.Context, name string, claim *v1.PersistentVolumeClaim) error {
+	pv, ok := c.volumes.Get(name)
+	if !ok {
+		return nil
+	}
+	node := pv.Annotations[nodeloss.AnnLostNode]
+	if node == "" {
+		if node = c.nodeLoss.tracker.VolumeNode(pv); node == "" {
+			return nil // the usual case: its node, if it has one, is not lost
+		}
+	}
+	if claim != nil && (pv.Spec.ClaimRef == nil || claim.UID != pv.Spec.ClaimRef.UID) {
+		claim = nil
+	}
+	in := nodeloss.Input{PV: pv, Claim: claim, Now: c.now(), Grace: c.nodeLoss.grace}
+	if class, err := c.classLister.Get(storagehelpers.GetPersistentVolumeClass(pv)); err == nil {
+		in.Policy = nodeloss.Policy(class)
+	}
+	var err error
+	if in.Node, err = c.nodeState(ctx, node); err != nil {
+		return err
+	}
+	step := nodeloss.Decide(in)
+	if step.Op != nodeloss.Nothing && step.Op != nodeloss.WaitGrace {
+		klog.FromContext(ctx).V(2).Info("Node loss", "step", step.Op.String(), "node", node, "loss", in.Node.Loss, "policy", in.Policy)
+	}
+	return c.applyNodeLoss(ctx, in, step)
+}
+
+// nodeState is what the tracker knows of a node; a node no event showed
+// (deleted before this binder started, named by a PV's mark) is asked of
+// the API server.
+func (c *Controller) nodeState(ctx context.Context, name string) (nodeloss.Node, error) {
+	if st, known := c.nodeLoss.tracker.Get(name); known {
+		return st, nil
+	}
+	node, err := c.opts.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		node = nil
+	case err != nil:
+		return nodeloss.Node{}, err
+	}
+	c.nodeLoss.tracker.Observe(name, node)
+	st, _ := c.nodeLoss.tracker.Get(name)
+	return st, nil
+}
+
+// lostOnServer reports whether the API server says a node is lost now
+// (deleted, or tainted out-of-service): a claim is released, and
+// deleted, on its word, not the cache's. The tracker takes in what it
+// said: a node seen back ends its loss, even if its informer had not
+// shown it yet.
+func (c *Controller) lostOnServer(ctx context.Context, name string) (bool, error) {
+	node, err := c.opts.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		node = nil
+	case err != nil:
+		return false, err
+	}
+	c.nodeLoss.tracker.Observe(name, node)
+	return node == nil || nodeloss.OutOfServiceTaint(node) != nil, nil
+}

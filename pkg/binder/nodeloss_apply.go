@@ -1,0 +1,182 @@
+package binder
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+
+	"github.com/tether-csi/tether/pkg/nodeloss"
+)
+
+// The events of a release for node loss, on the claim, the PV and the node.
+const (
+	ReasonNodeLost            = "NodeLost"
+	ReasonNodeBack            = "NodeBack"
+	ReasonReleasedForNodeLoss = "ReleasedForNodeLoss"
+	ReasonNodeLossVolume      = "NodeLossVolume"
+)
+
+// applyNodeLoss carries out one step. Every write carries the version it
+// was decided on (a conflict has the sync decide again); the release and
+// the claim's deletion are first checked on the API server's word.
+func (c *Controller) applyNodeLoss(ctx context.Context, in nodeloss.Input, step nodeloss.Step) error {
+	pv, node := in.PV, in.Node
+	switch step.Op {
+	case nodeloss.WaitGrace:
+		c.volumeQueue.AddAfter(pv.Name, step.At.Sub(in.Now))
+	case nodeloss.MarkLost:
+		at := step.Since.Add(c.nodeLoss.grace).UTC().Format(time.RFC3339)
+		if err := c.patchMarks(ctx, pv, map[string]any{"annotations": map[string]any{nodeloss.AnnLostNode: node.Name,
+			nodeloss.AnnLostSince: step.Since.UTC().Format(time.RFC3339), nodeloss.AnnReleaseAfter: at}}); err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("node %s is %s since %s; the class releases claims on node loss: claim %s is released at %s unless the node comes back first",
+			node.Name, lossWords(node.Loss), step.Since.UTC().Format(time.RFC3339), claimName(pv), at)
+		c.nodeLossEvents(in, v1.EventTypeWarning, ReasonNodeLost, msg)
+	case nodeloss.Unmark:
+		drop := map[string]any{}
+		for _, k := range nodeloss.Marks {
+			drop[k] = nil
+		}
+		if err := c.patchMarks(ctx, pv, map[string]any{"annotations": drop}); err != nil {
+			return err
+		}
+		c.nodeLossEvents(in, v1.EventTypeNormal, ReasonNodeBack,
+			fmt.Sprintf("node %s is back, or the class no longer releases claims on node loss: claim %s is not released", pv.Annotations[nodeloss.AnnLostNode], claimName(pv)))
+	case nodeloss.Release:
+		if lost, err := c.lostOnServer(ctx, node.Name); err != nil || !lost {
+			return c.notLost(ctx, pv, node.Name, err)
+		}
+		if err := c.patchMarks(ctx, pv, map[string]any{"annotations": map[string]any{
+			nodeloss.AnnReleased: in.Now.UTC().Format(time.RFC3339)}}); err != nil {
+			return err
+		}
+		c.nodeLoss.released.WithLabelValues(string(pv.Spec.PersistentVolumeReclaimPolicy)).Inc()
+		c.nodeLossEvents(in, v1.EventTypeWarning, ReasonReleasedForNodeLoss, fmt.Sprintf(
+			"node %s has been %s for longer than %s: releasing claim %s (it is deleted, so that its workload makes it again elsewhere); %s",
+			node.Name, lossWords(node.Loss), c.nodeLoss.grace, claimName(pv), fate(pv)))
+	case nodeloss.DeleteClaim:
+		if lost, err := c.lostOnServer(ctx, node.Name); err != nil || !lost {
+			return c.notLost(ctx, pv, node.Name, err)
+		}
+		ref := pv.Spec.ClaimRef
+		err := c.opts.Client.CoreV1().PersistentVolumeClaims(ref.Namespace).Delete(ctx, ref.Name,
+			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ref.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return err
+		}
+		klog.FromContext(ctx).Info("Deleted a claim released for node loss", "pvc", klog.KRef(ref.Namespace, ref.Name), "node", node.Name)
+	case nodeloss.DeleteVolume:
+		err := c.opts.Client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name,
+			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pv.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return err
+		}
+		c.writer.Recorder.Event(pv, v1.EventTypeNormal, ReasonNodeLossVolume, fmt.Sprintf(
+			"deleting the PV of a claim released for node loss, without DeleteVolume: %s", leftOnDisk(pv)))
+	case nodeloss.DropFinalizer:
+		kept := slices.DeleteFunc(slices.Clone(pv.Finalizers), func(f string) bool { return f == nodeloss.FinalizerDeletion })
+		if kept == nil {
+			kept = []string{}
+		}
+		if err := c.patchMarks(ctx, pv, map[string]any{"finalizers": kept}); err != nil {
+			return err
+		}
+		if pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete {
+			c.writer.Recorder.Event(pv, v1.EventTypeNormal, ReasonNodeLossVolume, fmt.Sprintf(
+				"kept Released (reclaim policy %s): its data may come back with node %s's disk; delete the PV to let it go, %s",
+				pv.Spec.PersistentVolumeReclaimPolicy, pv.Annotations[nodeloss.AnnLostNode], leftOnDisk(pv)))
+		}
+	}
+	return nil
+}
+
+// notLost: the API server says the node is not lost (or could not be
+// asked). The tracker learns of it from its informer; the PV is looked at
+// again shortly.
+func (c *Controller) notLost(ctx context.Context, pv *v1.PersistentVolume, node string, err error) error {
+	if err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("The node is not lost on the API server's word; not releasing", "node", node)
+	c.volumeQueue.AddAfter(pv.Name, 5*time.Second)
+	return nil
+}
+
+// patchMarks writes the given members of a PV's metadata (its marks, or
+// its finalizers: a list is replaced whole) with a merge patch that
+// carries the version they were decided on (a change meanwhile is a
+// conflict), and takes the answer into the index. A patch, not an
+// update: nothing the binder's cache does not hold is written back.
+func (c *Controller) patchMarks(ctx context.Context, pv *v1.PersistentVolume, meta map[string]any) error {
+	meta["resourceVersion"] = pv.ResourceVersion
+	data, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return err
+	}
+	out, err := c.opts.Client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.MergePatchType, data, metav1.PatchOptions{})
+	if err != nil {
+		return err
+	}
+	c.volumes.Returned(out)
+	return nil
+}
+
+// nodeLossEvents records an event on the claim (when it exists), the PV
+// and the node.
+func (c *Controller) nodeLossEvents(in nodeloss.Input, kind, reason, msg string) {
+	rec := c.writer.Recorder
+	if in.Claim != nil {
+		rec.Event(in.Claim, kind, reason, msg)
+	}
+	rec.Event(in.PV, kind, reason, msg)
+	name := in.Node.Name
+	if name == "" {
+		name = in.PV.Annotations[nodeloss.AnnLostNode]
+	}
+	// As kubelet and the node controller do, a node's events carry its
+	// name as UID: the node may be gone.
+	rec.Event(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)}}, kind, reason,
+		fmt.Sprintf("PV %s: %s", in.PV.Name, msg))
+}
+
+func lossWords(l nodeloss.Loss) string {
+	if l == nodeloss.Deleted {
+		return "deleted"
+	}
+	return "tainted " + v1.TaintNodeOutOfService
+}
+
+func claimName(pv *v1.PersistentVolume) string {
+	if ref := pv.Spec.ClaimRef; ref != nil {
+		return ref.Namespace + "/" + ref.Name
+	}
+	return "(none)"
+}
+
+// fate says what becomes of a released PV.
+func fate(pv *v1.PersistentVolume) string {
+	if pv.Spec.PersistentVolumeReclaimPolicy == v1.PersistentVolumeReclaimDelete {
+		return "PV " + pv.Name + " is then deleted without DeleteVolume"
+	}
+	return fmt.Sprintf("PV %s is kept Released (reclaim policy %s)", pv.Name, pv.Spec.PersistentVolumeReclaimPolicy)
+}
+
+// leftOnDisk says where the volume stays.
+func leftOnDisk(pv *v1.PersistentVolume) string {
+	handle := pv.Name
+	if pv.Spec.CSI != nil {
+		handle = pv.Spec.CSI.VolumeHandle
+	}
+	return fmt.Sprintf("volume %s (class %s) stays on node %s's disk; if the node comes back, its provisioner's orphan sweep reports it",
+		handle, storagehelpers.GetPersistentVolumeClass(pv), pv.Annotations[nodeloss.AnnLostNode])
+}
