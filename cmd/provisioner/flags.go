@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/tether-csi/tether/pkg/nodeloss"
 	"github.com/tether-csi/tether/pkg/provisioner"
 	"github.com/tether-csi/tether/pkg/server"
 )
@@ -38,6 +40,7 @@ type options struct {
 	orphans                       provisioner.SweepOptions
 	clusterID                     string
 	handBack                      bool
+	nodeLossGrace                 time.Duration
 	compat                        compatOptions
 }
 
@@ -81,6 +84,7 @@ func defaultOptions() options {
 		capacityPoll:       time.Minute,
 		capacityOwnerLevel: 1,
 		orphans:            provisioner.SweepOptions{Policy: provisioner.OrphanReport, Interval: 10 * time.Minute, MinAge: time.Hour},
+		nodeLossGrace:      nodeloss.DefaultGrace,
 		compat: compatOptions{metricsPath: "/metrics", loggingFormat: "text", logFlush: 5 * time.Second, cloningThreads: 2,
 			preventModeConversion: true},
 	}
@@ -137,6 +141,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar((*string)(&o.orphans.Policy), "orphan-policy", string(o.orphans.Policy), "What the orphan sweep does with a backend volume that has our name prefix but no PV and no in-flight claim: report (a metric and an event) or delete.")
 	fs.DurationVar(&o.orphans.Interval, "orphan-sweep-interval", o.orphans.Interval, "How often the orphan sweep lists the driver's volumes (when it has LIST_VOLUMES); 0 turns it off.")
 	fs.DurationVar(&o.orphans.MinAge, "orphan-min-age", o.orphans.MinAge, "With --orphan-policy=delete, how long a volume must have been seen orphaned before it is deleted.")
+	fs.DurationVar(&o.nodeLossGrace, "node-loss-grace", o.nodeLossGrace, "In node-deployment mode, how long the node of another node's in-flight record must be lost (deleted, or tainted "+v1.TaintNodeOutOfService+"; never merely NotReady) before the record is dropped without a driver call; give it the binder's --node-loss-grace.")
 	fs.BoolVar(&o.handBack, "hand-back", false, "Run once before switching back to external-provisioner and KCM's binder: drop every in-flight record whose PV is saved, clean up the volumes of deleted claims, list the claims still waiting for a volume (exit status 3 while any is left), and exit.")
 	fs.StringVar(&o.clusterID, "cluster-id", "", "With --orphan-policy=delete, this cluster's ID in the ownership mark (the "+provisioner.OwnerKey+" CreateVolume parameter) that new volumes get and that the sweep deletes by; empty is the UID of the kube-system namespace.")
 	addCompatFlags(fs, &o.compat)
@@ -233,6 +238,9 @@ func parseFlags(o *options, args []string) (*flag.FlagSet, error) {
 		// Go's flag package stops at the first non-flag: every flag
 		// after it would be dropped without a word.
 		return fs, fmt.Errorf("unexpected argument %q: every argument must be a flag", fs.Arg(0))
+	}
+	if o.nodeLossGrace <= 0 {
+		return fs, fmt.Errorf("--node-loss-grace must be positive, got %s", o.nodeLossGrace)
 	}
 	return fs, o.compat.validate(&o.httpEndpoint)
 }

@@ -271,7 +271,7 @@ func run(ctx context.Context, o options) error {
 	inflightOpts := provisioner.InFlightOptions{
 		Claims: claimInf.Informer(), Volumes: volumeInf.Informer(), Classes: classInf.Lister(), Recorder: recorder,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax),
-		Registerer:  reg,
+		Registerer:  reg, Nodes: nodeInf.Informer(), NodeLossGrace: o.nodeLossGrace,
 	}
 	if sweeper != nil {
 		// A volume whose clean-up can never complete stays on the sweep's

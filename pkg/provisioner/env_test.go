@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
+
+	"github.com/tether-csi/tether/pkg/inflight"
 )
 
 // The stateful paths (provision, record, save, settle, clean-up) are tested
@@ -379,3 +381,20 @@ func drain(rec *record.FakeRecorder) []string {
 
 // timeoutErr is a CreateVolume that timed out while the driver goes on.
 var timeoutErr = status.Error(codes.DeadlineExceeded, "context deadline exceeded")
+
+// createNode creates a node in the API and the cache.
+func (e *env) createNode(n *v1.Node) {
+	e.t.Helper()
+	if _, err := e.client.CoreV1().Nodes().Create(e.ctx, n, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.nodes.Add(n); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// holdsRecord reports whether the claim at the API holds the record.
+func (e *env) holdsRecord(name string) bool {
+	c := e.apiClaim(name)
+	return c != nil && inflight.Holds(c)
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/nodeloss"
 )
 
 // The volume of the test claim.
@@ -315,7 +317,7 @@ func TestInterleavings(t *testing.T) {
 			want: want{gone: true},
 		},
 		{
-			name: "node mode: the claim's selected node is deleted: the record goes with an event, no driver call",
+			name: "node mode: the claim's selected node is deleted: the record goes after the node-loss grace with an event, no driver call",
 			opts: []envOpt{nodeMode("node-2")},
 			claim: newClaim(claimAnn(storagehelpers.AnnSelectedNode, "node-1"), func(c *v1.PersistentVolumeClaim) {
 				inflight.Record(c, driverNm, testVolume)
@@ -324,8 +326,53 @@ func TestInterleavings(t *testing.T) {
 				e.deleteClaim(testClaim)
 				e.refresh()
 				e.settle(testClaim)
+				if !e.holdsRecord(testClaim) {
+					e.t.Error("the record went before the node-loss grace")
+				}
+				e.clock = e.clock.Add(nodeloss.DefaultGrace)
+				e.settle(testClaim)
 			},
 			want: want{gone: true, event: "VolumeInFlightNodeGone"},
+		},
+		{
+			name: "node mode: the record's node is tainted out-of-service: the record goes after the grace, no driver call",
+			opts: []envOpt{nodeMode("node-2")},
+			claim: newClaim(claimAnn(storagehelpers.AnnSelectedNode, "node-1"), func(c *v1.PersistentVolumeClaim) {
+				inflight.Record(c, driverNm, testVolume)
+			}),
+			steps: func(e *env) {
+				e.createNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
+					{Key: v1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: v1.TaintEffectNoExecute}}}})
+				e.deleteClaim(testClaim)
+				e.refresh()
+				e.settle(testClaim)
+				e.clock = e.clock.Add(nodeloss.DefaultGrace - time.Second)
+				e.settle(testClaim)
+				if !e.holdsRecord(testClaim) {
+					e.t.Error("the record went before the node-loss grace")
+				}
+				e.clock = e.clock.Add(time.Second)
+				e.settle(testClaim)
+			},
+			want: want{gone: true, event: "VolumeInFlightNodeGone"},
+		},
+		{
+			name: "node mode: the record's node is NotReady without the taint: left to that node's provisioner",
+			opts: []envOpt{nodeMode("node-2")},
+			claim: newClaim(claimAnn(storagehelpers.AnnSelectedNode, "node-1"), func(c *v1.PersistentVolumeClaim) {
+				inflight.Record(c, driverNm, testVolume)
+			}),
+			steps: func(e *env) {
+				e.createNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+					Spec:   v1.NodeSpec{Taints: []v1.Taint{{Key: v1.TaintNodeUnreachable, Effect: v1.TaintEffectNoExecute}}},
+					Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionUnknown}}}})
+				e.deleteClaim(testClaim)
+				e.refresh()
+				e.settle(testClaim)
+				e.clock = e.clock.Add(time.Hour)
+				e.settle(testClaim)
+			},
+			want: want{record: true},
 		},
 		{
 			name: "node mode: another node's claim whose node lives: left to that node's provisioner",

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 
 	"github.com/tether-csi/tether/pkg/migration"
+	"github.com/tether-csi/tether/pkg/nodeloss"
 )
 
 // Driver is the part of a CSI connection the provisioner uses.
@@ -170,8 +171,12 @@ func (p *Provisioner) forDriver(claim *v1.PersistentVolumeClaim) bool {
 }
 
 // ShouldDelete takes only the PVs of this provisioner's driver and, in
-// node-deployment mode, only those on its node.
+// node-deployment mode, only those on its node; never a PV whose claim the
+// binder released for node loss (its volume is left to its node's sweep).
 func (p *Provisioner) ShouldDelete(ctx context.Context, pv *v1.PersistentVolume) bool {
+	if nodeloss.Released(pv) {
+		return false
+	}
 	if pv, err := p.csiVolume(ctx, pv); err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.o.Driver.DriverName() {
 		return false
 	}
@@ -516,6 +521,8 @@ func (p *Provisioner) stillToDelete(ctx context.Context, pv *v1.PersistentVolume
 		return &controller.IgnoredError{Reason: "the PV was replaced by another of the same name"}
 	case fresh.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete:
 		return &controller.IgnoredError{Reason: "the PV's reclaim policy is now " + string(fresh.Spec.PersistentVolumeReclaimPolicy)}
+	case nodeloss.Released(fresh):
+		return &controller.IgnoredError{Reason: "the binder released its claim for node loss: no DeleteVolume, the volume is left to its node's orphan sweep"}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/nodeloss"
 )
 
 // InFlightOptions configure the in-flight reconciler.
@@ -33,6 +34,14 @@ type InFlightOptions struct {
 	// Abandoned, if set, is told of each volume whose clean-up can never
 	// complete (the orphan sweep's report list).
 	Abandoned func(name, reason string)
+	// Nodes, if set, is the node informer whose events time a record's
+	// node's loss (without it, the reconciler's own reads do).
+	Nodes cache.SharedIndexInformer
+	// NodeLossGrace is how long a record's node must be lost (deleted, or
+	// tainted out-of-service) before another node's provisioner drops the
+	// record, as the binder waits before it releases a claim
+	// (--node-loss-grace); 0 is nodeloss.DefaultGrace.
+	NodeLossGrace time.Duration
 }
 
 // InFlight settles the claims that carry FinalizerInFlight: once a claim's
@@ -47,6 +56,7 @@ type InFlight struct {
 	queue     workqueue.TypedRateLimitingInterface[string]
 	handBack  bool
 	abandoned prometheus.Counter
+	lost      *nodeloss.Tracker
 }
 
 // NewInFlight wires the reconciler to the informers.
@@ -54,7 +64,16 @@ func (p *Provisioner) NewInFlight(o InFlightOptions) (*InFlight, error) {
 	r := &InFlight{p: p, o: o, queue: workqueue.NewTypedRateLimitingQueueWithConfig(o.RateLimiter,
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "in-flight"}),
 		abandoned: prometheus.NewCounter(prometheus.CounterOpts{Name: "tether_provisioner_abandoned_volumes_total",
-			Help: "Volumes made for a claim and never saved in a PV whose clean-up could never complete (their class or secret is gone for good, or the driver does not say their handle); each is reported in a VolumeCleanupAbandoned event on its StorageClass or CSIDriver."})}
+			Help: "Volumes made for a claim and never saved in a PV whose clean-up could never complete (their class or secret is gone for good, or the driver does not say their handle); each is reported in a VolumeCleanupAbandoned event on its StorageClass or CSIDriver."}),
+		lost: nodeloss.NewTracker(func() time.Time { return p.now() })}
+	if r.o.NodeLossGrace <= 0 {
+		r.o.NodeLossGrace = nodeloss.DefaultGrace
+	}
+	if o.Nodes != nil {
+		if _, err := o.Nodes.AddEventHandler(r.nodeHandler()); err != nil {
+			return nil, err
+		}
+	}
 	if o.Registerer != nil {
 		if err := o.Registerer.Register(r.abandoned); err != nil {
 			return nil, err
@@ -141,8 +160,9 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 	case settleNodeGone:
 		node := recordNode(claim)
 		r.o.Recorder.Eventf(claim, v1.EventTypeWarning, "VolumeInFlightNodeGone",
-			"the node %s is deleted: its local volume %s went with it; dropping the in-flight record", node, in.Volume)
-		logger.Info("Dropping the in-flight record of a claim whose node is gone", "node", node, "volume", in.Volume)
+			"the node %s is lost (deleted, or tainted %s) for longer than %s: its local volume %s is out of reach; dropping the in-flight record (if the node comes back, its orphan sweep reports the volume)",
+			node, v1.TaintNodeOutOfService, r.o.NodeLossGrace, in.Volume)
+		logger.Info("Dropping the in-flight record of a claim whose node is lost", "node", node, "volume", in.Volume)
 	case settleCleanUp:
 		if claim.DeletionTimestamp == nil {
 			r.o.Recorder.Eventf(claim, v1.EventTypeNormal, "VolumeInFlightUnused",
@@ -179,7 +199,7 @@ func (r *InFlight) settleInput(ctx context.Context, claim *v1.PersistentVolumeCl
 		return in, err
 	}
 	if in.PV == nil && in.Owner == ownedElsewhere {
-		if in.NodeGone, err = r.nodeGone(ctx, recordNode(claim)); err != nil {
+		if in.NodeGone, in.NodeWait, err = r.nodeLost(ctx, recordNode(claim), in.Now); err != nil {
 			return in, err
 		}
 	}
@@ -247,18 +267,58 @@ func (r *InFlight) volumeNamed(ctx context.Context, name string, claim *v1.Persi
 	return pv, err
 }
 
-// nodeGone reports whether a node is deleted, on the API server's word (a
-// cache may not know a new node yet).
-func (r *InFlight) nodeGone(ctx context.Context, name string) (bool, error) {
+// nodeLost says whether a record's node has been lost (deleted, or
+// tainted out-of-service; not merely NotReady) for the node-loss grace,
+// and otherwise, while it is lost, how much of the grace is left. The
+// loss is timed from the first sight of it (the node events, or this
+// reconciler's own reads); that it is lost now is the API server's word
+// (a cache may not know a new node yet, nor one that came back).
+func (r *InFlight) nodeLost(ctx context.Context, name string, now time.Time) (bool, time.Duration, error) {
 	if name == "" {
-		return false, nil
+		return false, 0, nil
 	}
-	if _, err := r.p.o.Nodes.Get(name); err == nil {
-		return false, nil
+	if st, known := r.lost.Get(name); known && st.Loss == nodeloss.NotLost {
+		if node, err := r.p.o.Nodes.Get(name); err == nil && nodeloss.OutOfServiceTaint(node) == nil {
+			return false, 0, nil
+		}
 	}
-	_, err := r.p.o.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	node, err := r.p.o.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return true, nil
+		node = nil
+	} else if err != nil {
+		return false, 0, err
 	}
-	return false, err
+	r.lost.Observe(name, node)
+	st, _ := r.lost.Get(name)
+	if st.Loss == nodeloss.NotLost {
+		return false, 0, nil
+	}
+	if wait := st.Since.Add(r.o.NodeLossGrace).Sub(now); wait > 0 {
+		return false, wait, nil
+	}
+	return true, 0, nil
+}
+
+// nodeHandler tells the tracker what the node events say.
+func (r *InFlight) nodeHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				r.lost.Observe(n.Name, n)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				r.lost.Observe(n.Name, n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if n, ok := obj.(*v1.Node); ok {
+				r.lost.Observe(n.Name, nil)
+			}
+		},
+	}
 }

@@ -33,7 +33,9 @@ const (
 	// node).
 	settleCleanUp
 	// settleNodeGone drops the record of a node-mode claim whose record's
-	// node is deleted: its local volume went with the node.
+	// node is lost (deleted, or tainted out-of-service) for longer than
+	// the node-loss grace: no provisioner can reach its local volume, and
+	// none is asked to (if the node comes back, its sweep reports it).
 	settleNodeGone
 )
 
@@ -67,10 +69,14 @@ type settleInput struct {
 	HandedOff time.Time
 	// Owner says whose record it is. Moved: in node-deployment mode, the
 	// claim's selected node is no longer the record's node (the claim was
-	// rescheduled). NodeGone: the record's node is deleted.
+	// rescheduled). NodeGone: the record's node has been lost (deleted,
+	// or tainted out-of-service) for the node-loss grace, on the API
+	// server's word; NodeWait, when it is lost for less, is the rest of
+	// the grace.
 	Owner    recordOwner
 	Moved    bool
 	NodeGone bool
+	NodeWait time.Duration
 	Now      time.Time
 	// HandBack: the upstream pair takes over (provisioner --hand-back): a
 	// record whose PV is saved goes at once, not after the binder's grace.
@@ -122,6 +128,9 @@ func decideSettle(in settleInput) settleStep {
 	case ownedElsewhere:
 		if in.NodeGone {
 			return settleStep{Op: settleNodeGone}
+		}
+		if in.NodeWait > 0 {
+			return settleStep{Op: settleWaitFor, Wait: in.NodeWait}
 		}
 		return settleStep{Op: settleKeep} // the other node's provisioner settles it
 	}

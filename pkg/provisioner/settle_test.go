@@ -51,9 +51,14 @@ func TestDecideSettle(t *testing.T) {
 		{"node mode: claim rescheduled away from the record's node: clean up there", newClaim(), nil, 0, ownedHere, true, false, settleStep{Op: settleCleanUp}},
 		{"node mode: claim deleted, another node's volume", newClaim(deleted), nil, 0, ownedElsewhere, false, false, settleStep{Op: settleKeep}},
 		{"node mode: claim lives, another node's record", newClaim(), nil, 0, ownedElsewhere, false, false, settleStep{Op: settleKeep}},
-		{"node mode: the record's node is gone", newClaim(deleted), nil, 0, ownedElsewhere, false, true, settleStep{Op: settleNodeGone}},
+		{"node mode: the record's node is lost for the grace", newClaim(deleted), nil, 0, ownedElsewhere, false, true, settleStep{Op: settleNodeGone}},
 		{"node mode: a record of no node: nothing was made", newClaim(deleted), nil, 0, ownedByNone, false, false, settleStep{Op: settleForget}},
 		{"hand-back: saved PV, claim not bound yet: dropped at once", newClaim(hand), pv(own, time.Second), 0, ownedHere, false, false, settleStep{Op: settleForget}},
+	}
+	// The node lost for less than the grace: looked at again when it ends.
+	lostFor := settleInput{Claim: newClaim(deleted), Volume: testVolume, Owner: ownedElsewhere, NodeWait: time.Minute, Now: now}
+	if got, want := decideSettle(lostFor), (settleStep{Op: settleWaitFor, Wait: time.Minute}); got != want {
+		t.Errorf("node lost within the grace: decideSettle = %+v, want %+v", got, want)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

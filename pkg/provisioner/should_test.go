@@ -1,11 +1,15 @@
 package provisioner
 
 import (
+	"errors"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
+	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
+
+	"github.com/tether-csi/tether/pkg/nodeloss"
 )
 
 func TestShouldProvision(t *testing.T) {
@@ -62,5 +66,34 @@ func TestShouldProvisionOwnsImmediateClaims(t *testing.T) {
 	defer e.p.owners.mu.Unlock()
 	if !e.p.owners.pending[string(claim.UID)] {
 		t.Error("no attempt to own an Immediate claim of the driver")
+	}
+}
+
+// A PV whose claim the binder released for node loss never gets a
+// DeleteVolume: ShouldDelete refuses it, and Delete, which reads the PV
+// again, refuses it when only the API server's copy carries the mark.
+func TestNodeLossReleasedNotDeleted(t *testing.T) {
+	e := newEnv(t)
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-gone", UID: "pv-uid",
+		Annotations: map[string]string{storagehelpers.AnnDynamicallyProvisioned: driverNm}},
+		Spec: v1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimDelete,
+			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: driverNm, VolumeHandle: "h-gone"}}},
+		Status: v1.PersistentVolumeStatus{Phase: v1.VolumeReleased}}
+	if !e.p.ShouldDelete(e.ctx, pv) {
+		t.Fatal("ShouldDelete refuses an ordinary Released PV")
+	}
+	marked := pv.DeepCopy()
+	marked.Annotations[nodeloss.AnnReleased] = "2026-03-01T12:00:00Z"
+	if e.p.ShouldDelete(e.ctx, marked) {
+		t.Error("ShouldDelete takes a PV released for node loss")
+	}
+	e.savePV(marked)
+	err := e.p.Delete(e.ctx, pv) // the library's copy, older than the mark
+	var ignored *controller.IgnoredError
+	if !errors.As(err, &ignored) {
+		t.Errorf("Delete of a PV whose API copy is released for node loss = %v, want an IgnoredError", err)
+	}
+	if n := len(e.driver.deletes); n != 0 {
+		t.Errorf("%d DeleteVolume calls", n)
 	}
 }
