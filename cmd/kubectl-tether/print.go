@@ -38,6 +38,7 @@ func printText(out io.Writer, e explain.Explanation, now time.Time, showVolumes 
 	for _, h := range e.Finalizers {
 		w.printf("  held by %s: %s\n", h.Finalizer, h.Why)
 	}
+	printNodeLoss(w, e.NodeLoss)
 	if e.Binder != "" && e.Phase != "Bound" {
 		if kcm {
 			w.printf("  the binder now (tether's reading of KCM's rules): %s\n", e.Binder)
@@ -315,3 +316,22 @@ func (e *errWriter) Write(p []byte) (int, error) {
 }
 
 func (e *errWriter) printf(format string, args ...any) { fmt.Fprintf(e, format, args...) }
+
+// printNodeLoss writes the binder's release for node loss, if any.
+func printNodeLoss(w *errWriter, n *explain.NodeLoss) {
+	if n == nil {
+		return
+	}
+	at := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	who := "this claim"
+	if n.EarlierClaim != "" {
+		who = "the earlier claim of this name (uid " + n.EarlierClaim + ")"
+	}
+	w.printf("  node loss: node %s lost since %s; %s released at %s (release after %s); PV %s, reclaim policy %s\n",
+		n.Node, at(n.Since), who, at(n.ReleasedAt), at(n.ReleaseAfter), n.Volume, n.Reclaim)
+}

@@ -148,5 +148,5 @@ func Causes() []string {
 		CauseVolumeNameTaken, CauseBinderNotActed, CauseNoClass, CauseClassNotFound, CauseNoVolumeOfClass,
 		CauseWaitForFirstConsumer, CausePodNotScheduled, CauseNoCapacity, CauseNotAnnotated, CauseNoProvisioner,
 		CauseNoNodeProvisioner, CauseProvisioningFailed, CauseProvisioning, CauseWaitingForProvisioner, CauseNoBinder,
-		CauseUnknown)
+		CauseNodeLost, CauseReleasedForNodeLoss, CauseUnknown)
 }

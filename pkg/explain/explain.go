@@ -91,6 +91,9 @@ type Explanation struct {
 	// (if that node is in the volume's node affinity).
 	BestMatchOnceScheduled string        `json:"bestMatchOnceScheduled,omitempty"`
 	Provisioning           *Provisioning `json:"provisioning,omitempty"`
+	// NodeLoss is the binder's release of the claim for node loss, waited
+	// for or done (or, for a claim made again, its earlier claim's).
+	NodeLoss *NodeLoss `json:"nodeLoss,omitempty"`
 	// Cause is why the claim is in this state, with what to do; nil when
 	// nothing is wrong (a Bound claim).
 	Cause      *Cause `json:"cause,omitempty"`

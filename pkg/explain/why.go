@@ -25,6 +25,9 @@ const finalizerPVCProtection = "kubernetes.io/pvc-protection"
 func Explain(in Input) Explanation {
 	w, e := explain(in)
 	e.Cause = w.noBinder(e.Cause)
+	if e.NodeLoss == nil {
+		e.NodeLoss = w.earlierRelease()
+	}
 	return e
 }
 
@@ -69,6 +72,9 @@ func explain(in Input) (*world, Explanation) {
 		e.State = fmt.Sprintf("Terminating since %s, held by %s", ago(in.Now, deleted), finalizerNames(e.Finalizers))
 		e.Cause = &Cause{Reason: CauseTerminating, Message: "the claim is being deleted and finalizers hold it: " + holdersText(e.Finalizers),
 			Action: terminatingAction(e.Finalizers)}
+		if n := w.nodeLossOfClaim(); n != nil && n.ReleasedAt != nil {
+			e.NodeLoss, e.Cause = n, w.releasedCause(n)
+		}
 		return w, e
 	}
 	if binder.BindCompleted(c) {
@@ -237,6 +243,9 @@ func (w *world) explainBound(e Explanation, d binder.ClaimDecision) Explanation 
 		}
 		if t := boundAt(c); t != nil {
 			e.State += ", since " + ago(now, *t)
+		}
+		if n := w.nodeLossOfClaim(); n != nil {
+			e.NodeLoss, e.Cause = n, w.nodeLostCause(n)
 		}
 	default:
 		e.State = fmt.Sprintf("binding to %s in progress (bind-completed is set, phase %s)", c.Spec.VolumeName, e.Phase)
