@@ -220,6 +220,17 @@ func (n *RealNode) Processes(s string) []int {
 	return out
 }
 
+// StopKubelet kills the node's kubelet, as a machine that lost power
+// would lose it: its containers run on, unmanaged, and the Node goes
+// NotReady once kube-controller-manager's --node-monitor-grace-period
+// passes without a renewal of its lease.
+func (n *RealNode) StopKubelet() { n.kubelet.Kill() }
+
+// StartKubelet starts the node's kubelet again: it registers the Node
+// anew if it was deleted, and stops the containers of pods the API server
+// no longer has.
+func (n *RealNode) StartKubelet() error { return n.kubelet.Start() }
+
 // RestartKubelet stops kubelet and starts it again.
 func (n *RealNode) RestartKubelet() error {
 	n.kubelet.Stop(10 * time.Second)

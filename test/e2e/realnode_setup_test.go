@@ -23,12 +23,12 @@ type realEnv struct {
 }
 
 // startReal starts a control plane for real nodes (kube-scheduler, KCM
-// without its PV binder), with no node yet.
-func startReal(t *testing.T) *realEnv {
+// without its PV binder, with kcmArgs), with no node yet.
+func startReal(t *testing.T, kcmArgs ...string) *realEnv {
 	t.Helper()
 	cluster.CheckRealNodeHost(t)
 	c := cluster.Start(t, cluster.Options{RealNodes: true, Scheduler: true,
-		Controllers: []string{"*", "-persistentvolume-binder-controller"}})
+		Controllers: []string{"*", "-persistentvolume-binder-controller"}, ControllerManagerArgs: kcmArgs})
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -36,10 +36,18 @@ func startReal(t *testing.T) *realEnv {
 	return &realEnv{env: env{c: c, root: root}, nodes: map[string]*cluster.RealNode{}}
 }
 
-func setUpReal(t *testing.T) *realEnv {
+func setUpReal(t *testing.T) *realEnv { return setUpRealWith(t, realOptions{}) }
+
+// realOptions change setUpReal's cluster: kube-controller-manager's extra
+// flags, and kustomize patches of deploy/csi (cluster.DeployCSI).
+type realOptions struct {
+	kcmArgs, patches []string
+}
+
+func setUpRealWith(t *testing.T, o realOptions) *realEnv {
 	t.Helper()
 	start := time.Now()
-	e := startReal(t)
+	e := startReal(t, o.kcmArgs...)
 	c := e.c
 	images := cluster.NodeImages(t)
 	for _, name := range []string{"node-1", "node-2"} {
@@ -48,7 +56,7 @@ func setUpReal(t *testing.T) *realEnv {
 	t.Logf("control plane and 2 real nodes Ready in %s", time.Since(start).Round(100*time.Millisecond))
 
 	// deploy/csi as shipped, through the test's overlay of image names.
-	took := c.DeployCSI(t, slices.Sorted(maps.Keys(e.nodes)))
+	took := c.DeployCSI(t, slices.Sorted(maps.Keys(e.nodes)), o.patches...)
 	e.applied = time.Now().Add(-took)
 	t.Logf("deploy/csi running (binder 2/2, tether-local 2/2, driver registered on both nodes) %s after apply",
 		took.Round(100*time.Millisecond))
