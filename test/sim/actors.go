@@ -11,6 +11,7 @@ import (
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/nodeloss"
 	"github.com/tether-csi/tether/pkg/provisioner"
 )
 
@@ -191,6 +192,10 @@ func (w *World) adminDeleteReleased() string {
 func (w *World) adminNode() string {
 	for _, n := range nodeNames {
 		if w.api.peek(rNodes, n) == nil {
+			if w.loss.lost[n] {
+				w.returnNode(n)
+				return "admin: add node " + n + " (the lost machine is back, with its disk)"
+			}
 			if w.api.peek(rCSINodes, n) != nil {
 				_ = w.api.Delete(rCSINodes, "", n, nil)
 			}
@@ -201,6 +206,8 @@ func (w *World) adminNode() string {
 	n := pick(w, nodeNames)
 	_ = w.api.Delete(rNodes, "", n, nil)
 	_ = w.api.Delete(rCSINodes, "", n, nil)
+	delete(w.loss.down, n) // gone for good, not lost
+	delete(w.loss.lost, n)
 	if w.cfg.Node {
 		w.back.nodeGone(n)
 		return "admin: delete node " + n + " and its CSINode (its local volumes go with it)"
@@ -278,12 +285,7 @@ func (w *World) schedulable() []*v1.PersistentVolumeClaim {
 
 func (w *World) schedule() string {
 	cs := w.schedulable()
-	var nodes []string
-	for _, n := range nodeNames {
-		if w.api.peek(rNodes, n) != nil {
-			nodes = append(nodes, n)
-		}
-	}
+	nodes := w.schedulableNodes()
 	if len(cs) == 0 || len(nodes) == 0 {
 		return "scheduler: nothing to schedule"
 	}
@@ -296,6 +298,18 @@ func (w *World) schedule() string {
 		return "scheduler: " + err.Error()
 	}
 	return fmt.Sprintf("scheduler: %s/%s to %s", c.Namespace, c.Name, c.Annotations[storagehelpers.AnnSelectedNode])
+}
+
+// schedulableNodes are the nodes the scheduler may pick: it passes over a
+// node out of service (its taint), and one lost (NotReady, then tainted).
+func (w *World) schedulableNodes() []string {
+	var nodes []string
+	for _, n := range nodeNames {
+		if node, ok := w.api.peek(rNodes, n).(*v1.Node); ok && nodeloss.OutOfServiceTaint(node) == nil && !w.loss.lost[n] {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes
 }
 
 // terminating lists the namespaces being deleted.

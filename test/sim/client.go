@@ -50,7 +50,17 @@ func (w *World) react(who string, action k8stesting.Action) (runtime.Object, err
 			return nil, apierrors.NewInternalError(fmt.Errorf("simulated fault before the write"))
 		}
 	}
+	if write && who == "binder" {
+		w.checkBinderWrite(verb, res, ns, action)
+	}
 	obj, err := w.serve(a, res, ns, verb, action)
+	if verb == "get" && res == rNodes {
+		if n, ok := obj.(*v1.Node); ok && err == nil {
+			w.observe(who, n.Name, n)
+		} else if apierrors.IsNotFound(err) {
+			w.observe(who, action.(k8stesting.GetAction).GetName(), nil)
+		}
+	}
 	if write && err == nil {
 		w.tracef("  api %s %s %s (%s)", verb, res, nameOf(action), who)
 	}

@@ -19,6 +19,8 @@ type informer struct {
 	cache.SharedIndexInformer
 	indexer   cache.Indexer
 	listeners []*listener
+	// wrapNext, when set, wraps the next handler registered (once).
+	wrapNext func(cache.ResourceEventHandler) cache.ResourceEventHandler
 }
 
 // listener is one handler's notifications not yet handed over.
@@ -78,6 +80,9 @@ func (i *informer) LastSyncResourceVersion() string                             
 func (i *informer) SetTransform(cache.TransformFunc) error                          { return nil }
 func (i *informer) RemoveEventHandler(cache.ResourceEventHandlerRegistration) error { return nil }
 func (i *informer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	if i.wrapNext != nil {
+		h, i.wrapNext = i.wrapNext(h), nil
+	}
 	l := &listener{handler: h}
 	i.listeners = append(i.listeners, l)
 	return l, nil

@@ -50,6 +50,9 @@ func (w *World) checkDelete(v *backendVolume) {
 	if w.api.retained[v.ID] || w.api.retained[v.Name] {
 		w.violate("%s: DeleteVolume of %s (%s), which a Retain PV named", w.who, v.ID, v.Name)
 	}
+	if w.releasedPV(v) {
+		w.violate("%s: DeleteVolume of %s (%s), whose claim was released for node loss", w.who, v.ID, v.Name)
+	}
 	for _, pv := range w.api.volumes() {
 		if pv.Name == w.deleting {
 			continue
@@ -164,7 +167,8 @@ func (w *World) leakHint(v *backendVolume) string {
 // at the end), volumes reported abandoned, and volumes external-provisioner
 // made (its leaks are its own).
 func (w *World) exempt(v *backendVolume) bool {
-	return w.api.retained[v.ID] || w.api.retained[v.Name] || w.stripped[v.Name] || w.abandoned(v) || v.Upstream
+	return w.api.retained[v.ID] || w.api.retained[v.Name] || w.stripped[v.Name] || w.abandoned(v) || v.Upstream ||
+		w.releasedVolume(v)
 }
 
 // checkEnd runs at quiescence after the tear-down: nothing is left
@@ -188,6 +192,15 @@ func (w *World) checkEnd() {
 	for _, id := range sortedKeys(w.back.vols) {
 		v := w.back.vols[id]
 		if v.Deleted || v.Other || w.api.retained[v.ID] || w.api.retained[v.Name] || w.abandoned(v) {
+			continue
+		}
+		if w.releasedVolume(v) {
+			// Left on its node's disk by a release for node loss: every
+			// node is back, and its sweep must have reported it (unless
+			// a PV tracks it again: its claim was provisioned there anew).
+			if !w.reported(v) && !w.trackedByPV(v) {
+				w.violate("volume %s (%s) on %s, released for node loss, is not reported by its node's sweep", v.ID, v.Name, v.Node)
+			}
 			continue
 		}
 		// The tenant's own leaks, and external-provisioner's (its

@@ -96,7 +96,7 @@ func (b *backend) nodeGone(node string) {
 // machineGone: in node mode, a deleted node's machine is gone with its
 // driver; a node added again under the name is a new machine.
 func (w *World) machineGone(d *driver) bool {
-	return d.node != "" && w.api.peek(rNodes, d.node) == nil
+	return d.node != "" && (w.api.peek(rNodes, d.node) == nil || w.loss.down[d.node])
 }
 
 // claimOfName is the claim (living or Terminating) whose UID a volume

@@ -16,8 +16,9 @@ import (
 // create-namespace, edit-vac, retain, delete-released, node,
 // recreate-class, static-pv, other-cluster, crash-provisioner,
 // crash-binder, sweep, attach, detach, lease and switch and hand-back
-// (centralised mode), csinode (node mode); and node-mode or central-mode
-// leaves that deployment mode out.
+// (centralised mode), csinode (node mode), node-loss, node-return,
+// node-notready, statefulset; and node-mode or central-mode leaves that
+// deployment mode out.
 var Disabled = map[string]bool{}
 
 // option is one thing the scheduler may do next.
@@ -32,6 +33,8 @@ type Result struct {
 	Steps      int
 	Violations []string
 	Trace      []string
+	// Counts say how often some paths were taken (node loss).
+	Counts map[string]int
 }
 
 // RunSchedule runs one schedule: the actors for cfg.Steps steps, then
@@ -51,6 +54,7 @@ func RunSchedule(seed int64) Result {
 	}
 	w.actors, w.faults = false, false
 	w.tracef("---- actors stop, faults off")
+	w.loseAtRest()
 	if w.upstream {
 		// EP and KCM's binder do what is pending, then tether is back.
 		w.settle(0)
@@ -68,7 +72,7 @@ func RunSchedule(seed int64) Result {
 	w.settle(3)
 	w.checkEnd()
 	w.killHandover()
-	return Result{Seed: seed, Steps: w.steps, Violations: w.violations, Trace: w.trace}
+	return Result{Seed: seed, Steps: w.steps, Violations: w.violations, Trace: w.trace, Counts: w.lossCounts()}
 }
 
 // step picks one option at random, by weight, runs it and checks the
@@ -102,6 +106,9 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func (w *World) queues() []*queue {
 	var qs []*queue
 	for _, p := range w.provs {
+		if p.node != "" && w.loss.down[p.node] {
+			continue // its machine is down: the process does not run
+		}
 		qs = append(qs, p.procQueues()...)
 	}
 	if b := w.bind; b != nil {
@@ -163,7 +170,7 @@ func (w *World) options(settling bool) []option {
 	if n := len(w.back.pending); n > 0 {
 		add(2, func() string { w.back.finish(w.rng.Intn(n)); return "driver: a timed-out CreateVolume completes" })
 	}
-	if len(w.schedulable()) > 0 {
+	if len(w.schedulable()) > 0 && len(w.schedulableNodes()) > 0 {
 		add(2*sys*sys, w.schedule)
 	}
 	if len(w.terminating()) > 0 {
@@ -177,6 +184,12 @@ func (w *World) options(settling bool) []option {
 	}
 	add(2*sys, func() string {
 		d := time.Duration(1+w.rng.Intn(20)) * time.Second
+		// And a fraction of a second, from a hash (the random stream is
+		// left as it was): times written in whole seconds (RFC 3339 marks)
+		// must agree with the clock that wrote them (issue 28's first e2e).
+		h := fnv.New32a()
+		fmt.Fprintf(h, "%d/%d/tick", w.seed, w.steps)
+		d += time.Duration(h.Sum32()%1000) * time.Millisecond
 		w.now = w.now.Add(d)
 		return fmt.Sprintf("time passes: %s", d)
 	})
@@ -217,7 +230,17 @@ func (w *World) options(settling bool) []option {
 	})
 	actor("crash-binder", 1, func() string { w.startBinder(); return "crash: the binder restarts (memory lost, caches re-listed)" })
 	if !w.busyOld(w.provs[0].ifQ) && !w.upstream {
-		actor("sweep", 1, func() string { return w.sweep(pick(w, w.provs)) })
+		if up := w.upProvs(); len(up) > 0 {
+			actor("sweep", 1, func() string { return w.sweep(pick(w, up)) })
+		}
+	}
+	actor("node-loss", w.lossWeight(), w.nodeLoss)
+	if len(w.lostNodes()) > 0 {
+		actor("node-return", 1, w.nodeReturn)
+	}
+	actor("node-notready", 1, w.nodeNotReady)
+	if len(w.loss.claims) > 0 {
+		actor("statefulset", 2, w.statefulSet)
 	}
 	if !w.cfg.Node && w.handover == nil && !w.upstream {
 		actor("lease", 1, w.loseLease)
@@ -294,22 +317,31 @@ func (w *World) sweep(p *provProc) string {
 }
 
 // repair undoes the admin's moves that would leave claims waiting for
-// ever, once the actors stop: deleted classes and nodes come back, and
-// every volume is detached.
+// ever, once the actors stop: deleted classes and nodes come back (lost
+// ones with their disks), and every volume is detached.
 func (w *World) repair() {
 	w.detachAll()
+	for _, n := range w.lostNodes() {
+		w.returnNode(n)
+	}
 	for _, c := range []string{classImmediate, classWFFC, classSecret, classRetain} {
 		if w.api.peek(rClasses, c) == nil {
 			w.create(w.class(c, 0))
 		}
 	}
+	w.readdNodes()
+}
+
+// readdNodes adds the nodes the admin deleted for good (new machines), and
+// puts the driver back on every CSINode.
+func (w *World) readdNodes() {
 	for _, n := range nodeNames {
-		if w.api.peek(rNodes, n) == nil {
+		if w.api.peek(rNodes, n) == nil && !w.loss.lost[n] {
 			if w.api.peek(rCSINodes, n) != nil {
 				_ = w.api.Delete(rCSINodes, "", n, nil)
 			}
 			w.addNode(n)
-		} else if !w.driverOn(n) {
+		} else if w.api.peek(rNodes, n) != nil && !w.driverOn(n) {
 			w.setDriverOn(n, true)
 		}
 	}

@@ -82,7 +82,7 @@ func (w *World) class(name string, gen int) *storagev1.StorageClass {
 	case classRetain:
 		policy = v1.PersistentVolumeReclaimRetain
 	}
-	return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: driverName,
+	return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: policyAnnotations(name)}, Provisioner: driverName,
 		Parameters: params, ReclaimPolicy: &policy, VolumeBindingMode: &mode}
 }
 

@@ -13,6 +13,9 @@ type Summary struct {
 	// first found.
 	Kinds     map[string]*Kind
 	KindOrder []string
+	// Counts add up the schedules' Counts; Reached counts the schedules
+	// where each was not zero.
+	Counts, Reached map[string]int
 }
 
 // Kind is one kind of violation: how many schedules showed it, and the
@@ -24,10 +27,16 @@ type Kind struct {
 
 // Run runs n schedules seeded first, first+1, ...
 func Run(first int64, n int) Summary {
-	s := Summary{Kinds: map[string]*Kind{}}
+	s := Summary{Kinds: map[string]*Kind{}, Counts: map[string]int{}, Reached: map[string]int{}}
 	for i := 0; i < n; i++ {
 		r := RunSchedule(first + int64(i))
 		s.Steps += r.Steps
+		for k, v := range r.Counts {
+			s.Counts[k] += v
+			if v > 0 {
+				s.Reached[k]++
+			}
+		}
 		s.Violations += len(r.Violations)
 		if len(r.Violations) == 0 {
 			continue

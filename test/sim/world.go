@@ -81,6 +81,7 @@ type World struct {
 	seen     map[string]bool
 	cloned   map[string]bool // volume names a CreateVolume with a source volume was sent for
 	attached map[string]bool // PV names a VolumeAttachment ever named
+	loss     lossState       // node loss (nodeloss.go)
 	nsSeq    int
 	claimSeq int
 }
@@ -89,7 +90,7 @@ func newWorld(seed int64) *World {
 	w := &World{seed: seed, rng: rand.New(rand.NewSource(seed)),
 		now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		claimNS: map[string]string{}, forged: map[string]bool{}, stripped: map[string]bool{}, seen: map[string]bool{},
-		cloned: map[string]bool{}, attached: map[string]bool{}}
+		cloned: map[string]bool{}, attached: map[string]bool{}, loss: newLossState()}
 	w.ctx = klog.NewContext(context.Background(), logr.Discard())
 	w.cfg = Config{StrictParams: w.rng.Intn(2) == 0, Owner: w.rng.Intn(3) > 0, Steps: 30 + w.rng.Intn(50)}
 	// The mode is drawn from a hash of the seed, not from the random
@@ -144,6 +145,9 @@ type event struct {
 type recorder struct{ w *World }
 
 func (r recorder) Event(obj runtime.Object, eventtype, reason, message string) {
+	if reason == "VolumeInFlightNodeGone" {
+		r.w.checkNodeGoneEvent(obj)
+	}
 	kind, name := describe(obj)
 	r.w.events = append(r.w.events, event{kind, name, reason, message})
 	r.w.tracef("  event %s %s: %s %s", kind, name, reason, message)
@@ -268,8 +272,10 @@ func (w *World) newTether(i int) *provProc {
 		panic(err)
 	}
 	p.prov.SetClock(w.clock)
+	w.forget(p.name)
+	w.watchNodeHandler(ix(rNodes), p.name)
 	p.inflight, err = p.prov.NewInFlight(provisioner.InFlightOptions{Claims: ix(rClaims), Volumes: ix(rVolumes),
-		Classes: classes, Recorder: recorder{w},
+		Classes: classes, Recorder: recorder{w}, Nodes: ix(rNodes), NodeLossGrace: simGrace,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)})
 	if err != nil {
 		panic(err)
@@ -325,13 +331,16 @@ type bindProc struct {
 func (w *World) startBinder() {
 	b := &bindProc{w: w, claimQ: newQueue(w, "binder-claims"), volumeQ: newQueue(w, "binder-volumes")}
 	b.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes)
-	ctrl, err := binder.New(binder.Options{Client: w.newClient("binder"), Workers: 1, Recorder: recorder{w}})
+	ctrl, err := binder.New(binder.Options{Client: w.newClient("binder"), Workers: 1, Recorder: recorder{w}, NodeLossGrace: simGrace})
 	if err != nil {
 		panic(err)
 	}
+	ctrl.SetClock(w.clock)
 	inf := b.caches.inf
+	w.forget("binder")
+	w.watchNodeHandler(inf[rNodes], "binder")
 	if err := ctrl.UseSimInputs(binder.SimInputs{Claims: inf[rClaims], Volumes: inf[rVolumes], Classes: inf[rClasses],
-		Nodes: corelisters.NewNodeLister(inf[rNodes].indexer), NodesSynced: inf[rNodes].HasSynced,
+		Nodes: corelisters.NewNodeLister(inf[rNodes].indexer), NodesSynced: inf[rNodes].HasSynced, NodeEvents: inf[rNodes],
 		ClaimQueue: b.claimQ, VolumeQueue: b.volumeQ, KCM: w.upstream}); err != nil {
 		panic(err)
 	}

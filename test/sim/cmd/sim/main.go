@@ -9,6 +9,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/tether-csi/tether/test/sim"
@@ -47,5 +48,17 @@ func main() {
 		f := s.Kinds[k]
 		fmt.Printf("kind %q: %d schedules, first at seed %d (schedule %d of the run)\n", k, f.Schedules, f.FirstSeed, f.FirstSeed-*seed+1)
 	}
+	for _, k := range sortedKeys(s.Counts) {
+		fmt.Printf("count %q: %d in %d schedules\n", k, s.Counts[k], s.Reached[k])
+	}
 	fmt.Printf("sim: %d schedules, %d steps, %d invariant violations\n", *schedules, s.Steps, s.Violations)
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
