@@ -38,6 +38,11 @@ func newNodeLoss(grace time.Duration, now func() time.Time, reg prometheus.Regis
 			Name: "tether_binder_volumes_released_for_node_loss_total",
 			Help: "Volumes whose claim the binder released because their node was lost (deleted, or tainted node.kubernetes.io/out-of-service) for longer than --node-loss-grace, in a class with " + nodeloss.AnnPolicy + ", by the PV's reclaim policy (Delete: the PV is deleted; Retain: it is kept Released).",
 		}, []string{"reclaim_policy"})}
+	// Both series from the start, at 0: the family is served before the
+	// first release (and an increase from nothing is seen as one).
+	for _, p := range []v1.PersistentVolumeReclaimPolicy{v1.PersistentVolumeReclaimDelete, v1.PersistentVolumeReclaimRetain} {
+		n.released.WithLabelValues(string(p))
+	}
 	if reg != nil {
 		reg.MustRegister(n.released)
 	}
