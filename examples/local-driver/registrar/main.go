@@ -5,6 +5,12 @@
 // <plugin-registration-path>/<driver>-reg.sock. kubelet finds the socket,
 // calls GetInfo, and reaches the driver at --kubelet-registration-path.
 //
+// With --http-endpoint it serves /healthz, as upstream's does: healthy while
+// its registration socket is in place. kubelet's liveness probe then
+// restarts a registrar whose socket went (removed by hand, or by an older
+// registrar of the same path on its way out), and the new one registers
+// again.
+//
 // deploy/csi uses the upstream image; this command stands in for it where
 // that image cannot be fetched (the real-node tests of test/cluster).
 package main
@@ -15,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -28,19 +35,30 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
+// options are the registrar's flags.
+type options struct {
+	csiAddress   string // the driver's socket, in this container
+	kubeletPath  string // the driver's socket on the node, as kubelet sees it
+	regPath      string // kubelet's plugins_registry, in this container
+	httpEndpoint string // where /healthz is served; "" for nowhere
+	timeout      time.Duration
+}
+
 func main() {
+	var o options
 	fs := flag.NewFlagSet("registrar", flag.ExitOnError)
 	klog.InitFlags(fs)
-	csiAddress := fs.String("csi-address", "/run/csi/socket", "Path of the CSI driver's socket in this container.")
-	kubeletPath := fs.String("kubelet-registration-path", "", "Path of the CSI driver's socket on the node, as kubelet sees it.")
-	regPath := fs.String("plugin-registration-path", "/registration", "Folder of kubelet's plugins_registry, in this container.")
-	timeout := fs.Duration("timeout", time.Second, "Timeout of each CSI call.")
+	fs.StringVar(&o.csiAddress, "csi-address", "/run/csi/socket", "Path of the CSI driver's socket in this container.")
+	fs.StringVar(&o.kubeletPath, "kubelet-registration-path", "", "Path of the CSI driver's socket on the node, as kubelet sees it.")
+	fs.StringVar(&o.regPath, "plugin-registration-path", "/registration", "Folder of kubelet's plugins_registry, in this container.")
+	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address of /healthz (healthy while the registration socket is in place), e.g. :9809; empty for none.")
+	fs.DurationVar(&o.timeout, "timeout", time.Second, "Timeout of each CSI call.")
 	_ = fs.Parse(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	logger := klog.FromContext(ctx).WithValues("csiAddress", *csiAddress)
+	logger := klog.FromContext(ctx).WithValues("csiAddress", o.csiAddress)
 	ctx = klog.NewContext(ctx, logger)
-	if err := run(ctx, *csiAddress, *kubeletPath, *regPath, *timeout); err != nil {
+	if err := run(ctx, o); err != nil {
 		logger.Error(err, "Registrar failed")
 		klog.Flush()
 		os.Exit(1)
@@ -48,27 +66,32 @@ func main() {
 	klog.Flush()
 }
 
-func run(ctx context.Context, csiAddress, kubeletPath, regPath string, timeout time.Duration) error {
-	if kubeletPath == "" {
+func run(ctx context.Context, o options) error {
+	if o.kubeletPath == "" {
 		return errors.New("--kubelet-registration-path is required")
 	}
-	name, err := driverName(ctx, csiAddress, timeout)
+	name, err := driverName(ctx, o.csiAddress, o.timeout)
 	if err != nil {
 		return err
 	}
 	logger := klog.FromContext(ctx).WithValues("driver", name)
-	socket := filepath.Join(regPath, name+"-reg.sock")
-	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	lis, err := net.Listen("unix", socket)
+	sock, err := listen(filepath.Join(o.regPath, name+"-reg.sock"))
 	if err != nil {
 		return err
 	}
-	defer os.Remove(socket)
+	defer sock.remove()
+	if o.httpEndpoint != "" {
+		hs := &http.Server{Addr: o.httpEndpoint, Handler: sock.healthz(), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error(err, "Serving /healthz")
+			}
+		}()
+		defer hs.Close()
+	}
 	failed := make(chan error, 1)
 	srv := grpc.NewServer()
-	registerapi.RegisterRegistrationServer(srv, &registration{name: name, endpoint: kubeletPath, failed: failed})
+	registerapi.RegisterRegistrationServer(srv, &registration{name: name, endpoint: o.kubeletPath, failed: failed})
 	var refused error // kubelet's refusal ends the registrar, as upstream's
 	stopped := make(chan struct{})
 	go func() {
@@ -81,13 +104,73 @@ func run(ctx context.Context, csiAddress, kubeletPath, regPath string, timeout t
 			srv.GracefulStop() // kubelet gets its answer first
 		}
 	}()
-	logger.Info("Serving kubelet's plugin registration", "socket", socket, "endpoint", kubeletPath)
-	err = srv.Serve(lis)
+	logger.Info("Serving kubelet's plugin registration", "socket", sock.path, "endpoint", o.kubeletPath)
+	err = srv.Serve(sock.lis)
 	<-stopped
 	if refused != nil {
 		return refused
 	}
 	return err
+}
+
+// regSocket is the registration socket this registrar made.
+type regSocket struct {
+	path string
+	lis  net.Listener
+	made os.FileInfo // the socket file as made, to tell it from a newer one
+}
+
+// listen makes the registration socket at path, in place of any there.
+func listen(path string) (*regSocket, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	// The socket file is removed by remove, and only if it is still this
+	// one: the listener's own clean-up would remove whatever is at path.
+	lis.(*net.UnixListener).SetUnlinkOnClose(false)
+	made, err := os.Stat(path)
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	return &regSocket{path: path, lis: lis, made: made}, nil
+}
+
+// ours reports whether the file at the path is still the socket made here.
+// A newer registrar of the same driver (the DaemonSet's next pod, started
+// while this one is on its way out) replaces it with its own.
+func (s *regSocket) ours() bool {
+	cur, err := os.Stat(s.path)
+	return err == nil && os.SameFile(cur, s.made)
+}
+
+// remove removes the socket file if it is still this registrar's: the old
+// registrar of a replaced pod must not take the new one's registration
+// with it (kubelet would deregister the driver, and the node would lose
+// its CSINode entry and its capacity until the new registrar restarted).
+func (s *regSocket) remove() {
+	if s.ours() {
+		_ = os.Remove(s.path)
+	}
+}
+
+// healthz answers 200 while the socket is this registrar's, 500 once it is
+// gone or replaced: kubelet then restarts the container, which registers
+// again.
+func (s *regSocket) healthz() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.ours() {
+			http.Error(w, "the registration socket "+s.path+" is gone or another registrar's", http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	return mux
 }
 
 // driverName asks the driver its name, until it answers or ctx ends.

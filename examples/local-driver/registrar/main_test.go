@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,7 +45,9 @@ func TestRegistration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, driverSock, "/var/lib/kubelet/plugins/x/csi.sock", dir, time.Second) }()
+	go func() {
+		done <- run(ctx, options{csiAddress: driverSock, kubeletPath: "/var/lib/kubelet/plugins/x/csi.sock", regPath: dir, timeout: time.Second})
+	}()
 
 	regSock := filepath.Join(dir, "local.csi.tether.dev-reg.sock")
 	conn, err := grpc.NewClient("unix://"+regSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -77,5 +81,54 @@ func TestRegistration(t *testing.T) {
 	}
 	if _, err := os.Stat(regSock); !os.IsNotExist(err) {
 		t.Errorf("registration socket left behind: %v", err)
+	}
+}
+
+// The DaemonSet's next pod starts its registrar while the old one is on
+// its way out (kubelet back after its node was lost): the old registrar's
+// exit must leave the new socket in place, and /healthz tells which
+// registrar the socket is.
+func TestReplacedSocket(t *testing.T) {
+	dir, err := os.MkdirTemp("", "reg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "d-reg.sock")
+	old, err := listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthz := func(s *regSocket) int {
+		rec := httptest.NewRecorder()
+		s.healthz().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		return rec.Code
+	}
+	if code := healthz(old); code != http.StatusOK {
+		t.Errorf("healthz of the only registrar = %d", code)
+	}
+	cur, err := listen(path) // the new pod's registrar
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.lis.Close()
+	if code := healthz(old); code != http.StatusInternalServerError {
+		t.Errorf("healthz of the replaced registrar = %d, want 500", code)
+	}
+	old.lis.Close()
+	old.remove()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the old registrar took the new socket with it: %v", err)
+	}
+	if code := healthz(cur); code != http.StatusOK {
+		t.Errorf("healthz of the new registrar = %d", code)
+	}
+	cur.lis.Close()
+	cur.remove()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the socket is left behind: %v", err)
+	}
+	if code := healthz(cur); code != http.StatusInternalServerError {
+		t.Errorf("healthz with the socket gone = %d, want 500", code)
 	}
 }
