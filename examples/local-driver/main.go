@@ -11,8 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"gopkg.in/inf.v0"
-	"io/fs"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -25,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/examples/local-driver/driver"
+	"github.com/tether-csi/tether/examples/local-driver/unixsock"
 	"github.com/tether-csi/tether/internal/version"
 )
 
@@ -102,16 +101,15 @@ func run(endpoints []string, name, nodeID, root, capacity, defaultSize string, s
 		return err
 	}
 
-	var listeners []net.Listener
+	var listeners []*unixsock.Socket
 	for _, path := range paths {
-		// A socket left by a previous run would make Listen fail.
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("removing old socket: %w", err)
-		}
-		lis, err := net.Listen("unix", path)
+		// A socket left by a previous run is replaced; on the way out each
+		// is removed only if no newer driver replaced it (unixsock).
+		lis, err := unixsock.Listen(path)
 		if err != nil {
 			return err
 		}
+		defer lis.Remove()
 		listeners = append(listeners, lis)
 	}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(driver.LogCalls))
@@ -133,9 +131,6 @@ func run(endpoints []string, name, nodeID, root, capacity, defaultSize string, s
 	}
 	err = <-errs
 	srv.Stop()
-	for _, path := range paths {
-		_ = os.Remove(path)
-	}
 	return err
 }
 

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -33,6 +32,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/tether-csi/tether/examples/local-driver/unixsock"
 )
 
 // options are the registrar's flags.
@@ -79,7 +80,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	defer sock.remove()
+	defer sock.Remove()
 	if o.httpEndpoint != "" {
 		hs := &http.Server{Addr: o.httpEndpoint, Handler: sock.healthz(), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
@@ -104,8 +105,8 @@ func run(ctx context.Context, o options) error {
 			srv.GracefulStop() // kubelet gets its answer first
 		}
 	}()
-	logger.Info("Serving kubelet's plugin registration", "socket", sock.path, "endpoint", o.kubeletPath)
-	err = srv.Serve(sock.lis)
+	logger.Info("Serving kubelet's plugin registration", "socket", sock.Path, "endpoint", o.kubeletPath)
+	err = srv.Serve(sock)
 	<-stopped
 	if refused != nil {
 		return refused
@@ -113,49 +114,19 @@ func run(ctx context.Context, o options) error {
 	return err
 }
 
-// regSocket is the registration socket this registrar made.
-type regSocket struct {
-	path string
-	lis  net.Listener
-	made os.FileInfo // the socket file as made, to tell it from a newer one
-}
-
-// listen makes the registration socket at path, in place of any there.
-func listen(path string) (*regSocket, error) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, err
-	}
-	// The socket file is removed by remove, and only if it is still this
-	// one: the listener's own clean-up would remove whatever is at path.
-	lis.(*net.UnixListener).SetUnlinkOnClose(false)
-	made, err := os.Stat(path)
-	if err != nil {
-		lis.Close()
-		return nil, err
-	}
-	return &regSocket{path: path, lis: lis, made: made}, nil
-}
-
-// ours reports whether the file at the path is still the socket made here.
-// A newer registrar of the same driver (the DaemonSet's next pod, started
-// while this one is on its way out) replaces it with its own.
-func (s *regSocket) ours() bool {
-	cur, err := os.Stat(s.path)
-	return err == nil && os.SameFile(cur, s.made)
-}
-
-// remove removes the socket file if it is still this registrar's: the old
+// regSocket is the registration socket this registrar made. On the way
+// out it is removed only if it is still this registrar's: the old
 // registrar of a replaced pod must not take the new one's registration
 // with it (kubelet would deregister the driver, and the node would lose
 // its CSINode entry and its capacity until the new registrar restarted).
-func (s *regSocket) remove() {
-	if s.ours() {
-		_ = os.Remove(s.path)
+type regSocket struct{ *unixsock.Socket }
+
+func listen(path string) (*regSocket, error) {
+	s, err := unixsock.Listen(path)
+	if err != nil {
+		return nil, err
 	}
+	return &regSocket{s}, nil
 }
 
 // healthz answers 200 while the socket is this registrar's, 500 once it is
@@ -164,8 +135,8 @@ func (s *regSocket) remove() {
 func (s *regSocket) healthz() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.ours() {
-			http.Error(w, "the registration socket "+s.path+" is gone or another registrar's", http.StatusInternalServerError)
+		if !s.Ours() {
+			http.Error(w, "the registration socket "+s.Path+" is gone or another registrar's", http.StatusInternalServerError)
 			return
 		}
 		_, _ = w.Write([]byte("ok"))

@@ -111,20 +111,20 @@ func TestReplacedSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cur.lis.Close()
+	defer cur.Close()
 	if code := healthz(old); code != http.StatusInternalServerError {
 		t.Errorf("healthz of the replaced registrar = %d, want 500", code)
 	}
-	old.lis.Close()
-	old.remove()
+	old.Close()
+	old.Remove()
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("the old registrar took the new socket with it: %v", err)
 	}
 	if code := healthz(cur); code != http.StatusOK {
 		t.Errorf("healthz of the new registrar = %d", code)
 	}
-	cur.lis.Close()
-	cur.remove()
+	cur.Close()
+	cur.Remove()
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("the socket is left behind: %v", err)
 	}
