@@ -88,7 +88,7 @@ SIM_WITHOUT ?=
 sim: ## the deterministic simulator: SIM_SCHEDULES seeded schedules from SIM_SEED (SIM_WITHOUT=forge,strip leaves actors out) against tether's own code (make test runs 10000); a failure prints its seed and trace
 	GOGC=800 $(GO) run ./test/sim/cmd/sim -schedules=$(SIM_SCHEDULES) -seed=$(SIM_SEED) -without=$(SIM_WITHOUT)
 
-bench-provisioner: tools ## tether binder+provisioner against KCM+external-provisioner v6.3.0 and the floor: 1000 Immediate claims, etcd on loopback and 2.5ms away (BENCH_N, BENCH_QPS, BENCH_RUNS, BENCH_ONLY, BENCH_TETHER_WORKERS, BENCH_ETCD_DELAY, BENCH_PPROF)
+bench-provisioner: tools ## tether binder+provisioner against KCM+external-provisioner v6.3.0 and the floor: 1000 Immediate claims, etcd on loopback and 2.5ms away (BENCH_N sizes, e.g. 10000,100000 adds the scaling between them; BENCH_QPS, BENCH_RUNS, BENCH_ONLY, BENCH_TETHER_WORKERS, BENCH_ETCD_DELAY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -v -run '^TestBenchProvisioner$$' ./test/benchprov/
 
 bench-wffc: tools ## 200 pods with WaitForFirstConsumer claims through kube-scheduler, tether against KCM+EP, etcd on loopback and 2.5ms away (BENCH_N, BENCH_QPS, BENCH_RUNS=5, BENCH_ONLY, BENCH_ETCD_DELAY, BENCH_PPROF)
@@ -142,3 +142,7 @@ test-diff: tools ## differential test: our binder against KCM's on random scenar
 
 bench-binder: tools ## time our binder, KCM's and the floor binding N volumes to N claims, etcd on loopback and 2.5ms away (BENCH_N, BENCH_QPS, BENCH_RUNS, BENCH_ETCD_DELAY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 180m -run '^TestBenchBinder$$' -v ./test/bench/
+
+.PHONY: bench-binder-restart
+bench-binder-restart: tools ## our binder's restart and leader failover with N claims bound (default 100000): time from the start, and from the leader's SIGKILL, to the caches synced and a new claim Bound; peak RSS (BENCH_N, BENCH_QPS, BENCH_TIMEOUT)
+	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -run '^TestBenchBinderRestart$$' -v ./test/bench/

@@ -111,6 +111,7 @@ func main() {
 		fmt.Println(os.Args[0], version.String())
 		os.Exit(0)
 	}
+	setGCPercent(os.LookupEnv)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

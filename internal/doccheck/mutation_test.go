@@ -191,7 +191,7 @@ func TestRBACMutated(t *testing.T) {
 		name, old, new, want string
 	}{
 		{"a verb left out", "| binder | events | create, patch |", "| binder | events | create |", "binder events: docs/deploy.md says create, deploy/csi grants create, patch"},
-		{"a verb too many", "| binder | persistentvolumes/status | update |", "| binder | persistentvolumes/status | update, patch |", "binder persistentvolumes/status"},
+		{"a verb too many", "| binder | persistentvolumes/status | update, patch |", "| binder | persistentvolumes/status | update, patch, delete |", "binder persistentvolumes/status"},
 		{"a row left out", "| provisioner | csidrivers | get |", "| provisioner | storageclasses | list, watch |", "deploy/csi grants provisioner csidrivers get"},
 		{"the wrong scope", "| binder | leases (its namespace) |", "| binder | leases |", "binder leases (its namespace)"},
 		{"per-resource verbs", "get/create/update; list/create/update/delete", "get/create/update; list/create/update", "provisioner csistoragecapacities (its namespace)"},

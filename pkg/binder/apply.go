@@ -19,11 +19,12 @@ import (
 )
 
 // Writer applies decisions to the API. It is the only part of the binder
-// that writes. Every write carries the resourceVersion it was decided on,
-// so a concurrent change makes it fail with a conflict instead of
-// overwriting; the caller then decides again from fresh state. Every
-// object a write returns goes into the caches, so the next decision never
-// sees an older version than the binder's own.
+// that writes. Every write (an update, or a merge patch of what changed
+// where the cache holds less than the server: patch.go) carries the
+// resourceVersion it was decided on, so a concurrent change makes it fail
+// with a conflict instead of overwriting; the caller then decides again
+// from fresh state. Every object a write returns goes into the caches, so
+// the next decision never sees an older version than the binder's own.
 type Writer struct {
 	Client   kubernetes.Interface
 	Recorder record.EventRecorder
@@ -49,7 +50,7 @@ func (w *Writer) ApplyClaim(ctx context.Context, claim *v1.PersistentVolumeClaim
 	case ClaimSetClass:
 		c := claim.DeepCopy()
 		c.Spec.StorageClassName = &d.Class
-		_, err := w.updateClaim(ctx, c)
+		_, err := w.writeClaim(ctx, claim, c, false)
 		return err
 	case ClaimProvision:
 		if claim.Annotations[storagehelpers.AnnStorageProvisioner] != d.Provisioner ||
@@ -64,7 +65,7 @@ func (w *Writer) ApplyClaim(ctx context.Context, claim *v1.PersistentVolumeClaim
 				delete(c.Annotations, storagehelpers.AnnMigratedTo)
 			}
 			var err error
-			if claim, err = w.updateClaim(ctx, c); err != nil {
+			if claim, err = w.writeClaim(ctx, claim, c, false); err != nil {
 				return err
 			}
 		}
@@ -95,7 +96,7 @@ func (w *Writer) bind(ctx context.Context, claim *v1.PersistentVolumeClaim, pv *
 			ResourceVersion: claim.ResourceVersion,
 		}
 		var err error
-		if pv, err = w.updateVolume(ctx, p); err != nil {
+		if pv, err = w.writeVolume(ctx, pv, p, false); err != nil {
 			return err
 		}
 		logger.V(4).Info("Volume claimRef set", "pv", klog.KObj(pv), "pvc", klog.KObj(claim))
@@ -120,7 +121,7 @@ func (w *Writer) bind(ctx context.Context, claim *v1.PersistentVolumeClaim, pv *
 			inflight.Settle(c, pv)
 		}
 		var err error
-		if claim, err = w.updateClaim(ctx, c); err != nil {
+		if claim, err = w.writeClaim(ctx, claim, c, false); err != nil {
 			return err
 		}
 	}
@@ -160,11 +161,9 @@ func (w *Writer) claimPhase(ctx context.Context, claim *v1.PersistentVolumeClaim
 		ptr.Equal(c.Status.CurrentVolumeAttributesClassName, claim.Status.CurrentVolumeAttributesClassName) {
 		return false, nil
 	}
-	out, err := w.Client.CoreV1().PersistentVolumeClaims(c.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{})
-	if err != nil {
+	if _, err := w.writeClaim(ctx, claim, c, true); err != nil {
 		return false, err
 	}
-	w.Claims.Returned(out)
 	return true, nil
 }
 
@@ -216,34 +215,13 @@ func equalResources(a, b v1.ResourceList) bool {
 	return true
 }
 
-func (w *Writer) updateClaim(ctx context.Context, c *v1.PersistentVolumeClaim) (*v1.PersistentVolumeClaim, error) {
-	out, err := w.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{})
-	if err != nil {
-		return nil, err
-	}
-	w.Claims.Returned(out)
-	return out, nil
-}
-
-func (w *Writer) updateVolume(ctx context.Context, p *v1.PersistentVolume) (*v1.PersistentVolume, error) {
-	out, err := w.Client.CoreV1().PersistentVolumes().Update(ctx, p, metav1.UpdateOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return w.Volumes.Returned(out), nil
-}
-
 func (w *Writer) volumePhase(ctx context.Context, pv *v1.PersistentVolume, phase v1.PersistentVolumePhase, message string) (*v1.PersistentVolume, error) {
 	if pv.Status.Phase == phase && pv.Status.Message == message {
 		return pv, nil
 	}
 	p := pv.DeepCopy()
 	p.Status.Phase, p.Status.Message = phase, message
-	out, err := w.Client.CoreV1().PersistentVolumes().UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return w.Volumes.Returned(out), nil
+	return w.writeVolume(ctx, pv, p, true)
 }
 
 // ApplyVolume carries out a volume decision. The claim event, if any, goes
@@ -259,7 +237,7 @@ func (w *Writer) ApplyVolume(ctx context.Context, pv *v1.PersistentVolume, claim
 		p := pv.DeepCopy()
 		if migration.AnnealVolume(p) {
 			var err error
-			if pv, err = w.updateVolume(ctx, p); err != nil {
+			if pv, err = w.writeVolume(ctx, pv, p, false); err != nil {
 				return err
 			}
 		}
@@ -274,7 +252,7 @@ func (w *Writer) ApplyVolume(ctx context.Context, pv *v1.PersistentVolume, claim
 			p.Spec.ClaimRef.ResourceVersion = ""
 		}
 		var err error
-		if pv, err = w.updateVolume(ctx, p); err != nil {
+		if pv, err = w.writeVolume(ctx, pv, p, false); err != nil {
 			return err
 		}
 		klog.FromContext(ctx).V(2).Info("Volume unbound", "pv", klog.KObj(pv))

@@ -24,8 +24,6 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-
-	"github.com/tether-csi/tether/pkg/server"
 )
 
 // EventSource is the component name on the binder's events. It is
@@ -106,12 +104,10 @@ func New(opts Options) (*Controller, error) {
 	}
 	c.writer = &Writer{Client: opts.Client, Recorder: recorder, Volumes: c.volumes, Claims: c.claims, Metrics: c.metrics}
 
-	claimInf := c.factory.Core().V1().PersistentVolumeClaims()
-	volumeInf := c.factory.Core().V1().PersistentVolumes()
 	classInf := c.factory.Storage().V1().StorageClasses()
 	nodeInf := c.factory.Core().V1().Nodes()
 	c.classLister, c.nodeLister = classInf.Lister(), nodeInf.Lister()
-	if err := c.watch(claimInf.Informer(), volumeInf.Informer(), classInf.Informer(), nodeInf.Informer().HasSynced); err != nil {
+	if err := c.watch(claimInformer(c.factory), volumeInformer(c.factory), classInf.Informer(), nodeInf.Informer().HasSynced); err != nil {
 		return nil, err
 	}
 	if err := c.watchNodes(nodeInf.Informer()); err != nil {
@@ -151,14 +147,15 @@ func (c *Controller) watch(claims, volumes, classes cache.SharedIndexInformer, n
 // the labels (a volume's node affinity is matched against them) and its
 // out-of-service taint (node loss), so it keeps the name, UID,
 // resourceVersion, labels and that taint and drops the rest, status
-// included; of other objects it drops the managed fields.
+// included; claims and PVs it slims (slim.go); of other objects it drops
+// the managed fields.
 func transform(obj any) (any, error) {
 	if n, ok := obj.(*v1.Node); ok {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
 		}, Spec: keepOutOfService(n)}, nil
 	}
-	return server.DropManagedFields(obj)
+	return slimTransform(obj)
 }
 
 // Run starts the informers and workers and blocks until ctx ends.

@@ -184,7 +184,8 @@ func claimRV(rv string) pvcOpt {
 }
 
 // The informers keep of a node only what the binder reads, and of other
-// objects all but the managed fields.
+// objects all but the managed fields; claims and PVs are slimmed
+// (slim_test.go).
 func TestTransform(t *testing.T) {
 	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	node := &v1.Node{
@@ -193,10 +194,10 @@ func TestTransform(t *testing.T) {
 		Spec:   v1.NodeSpec{PodCIDR: "10.0.0.0/24"},
 		Status: v1.NodeStatus{Images: []v1.ContainerImage{{Names: []string{"a"}}}},
 	}
-	claim := newPVC("c", "1Gi", claimAnn("a", "b"))
-	claim.ManagedFields = managed
-	wantClaim := claim.DeepCopy()
-	wantClaim.ManagedFields = nil
+	class := newClass("fast", "csi.example.com")
+	class.ManagedFields = managed
+	wantClass := class.DeepCopy()
+	wantClass.ManagedFields = nil
 	for _, tt := range []struct {
 		name string
 		in   any
@@ -204,7 +205,7 @@ func TestTransform(t *testing.T) {
 	}{
 		{"node", node, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid", ResourceVersion: "7",
 			Labels: map[string]string{"host": "n1"}}}},
-		{"claim", claim, wantClaim},
+		{"class", class, wantClass},
 		{"not an object", "x", "x"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

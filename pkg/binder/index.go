@@ -29,11 +29,15 @@ type Index struct {
 	mu       sync.RWMutex
 	vols     map[string]*v1.PersistentVolume
 	groups   map[groupKey]*group
-	byClass  map[string][]*group            // sorted by (len(modes), modes)
-	preBound map[string]map[string]struct{} // claim namespace/name -> PV names
-	reserved map[string]string              // PV name -> claim UID
+	byClass  map[string][]*group   // sorted by (len(modes), modes)
+	preBound map[claimRef][]string // the claim a claimRef names -> its PVs' names (mostly one)
+	reserved map[string]string     // PV name -> claim UID
 	dead     tombstones
 }
+
+// claimRef is the claim a PV's claimRef names. Its strings are the PV's
+// own (no key is built per volume).
+type claimRef struct{ namespace, name string }
 
 type groupKey struct {
 	class string
@@ -56,7 +60,7 @@ func NewIndex() *Index {
 		vols:     map[string]*v1.PersistentVolume{},
 		groups:   map[groupKey]*group{},
 		byClass:  map[string][]*group{},
-		preBound: map[string]map[string]struct{}{},
+		preBound: map[claimRef][]string{},
 		reserved: map[string]string{},
 	}
 }
@@ -109,8 +113,12 @@ func replaces(a, b string, sameReplaces bool) bool {
 func (ix *Index) Upsert(pv *v1.PersistentVolume) *v1.PersistentVolume { return ix.put(pv, true) }
 
 // Returned stores pv, which a write or a read of the binder's returned,
-// unless the index has the same version or a newer one.
-func (ix *Index) Returned(pv *v1.PersistentVolume) *v1.PersistentVolume { return ix.put(pv, false) }
+// unless the index has the same version or a newer one. pv is slimmed
+// first, in place, as the informer's are (slim.go): it is the caller's own
+// copy, fresh from the API.
+func (ix *Index) Returned(pv *v1.PersistentVolume) *v1.PersistentVolume {
+	return ix.put(slimVolume(shared, pv), false)
+}
 
 func (ix *Index) put(pv *v1.PersistentVolume, sameReplaces bool) *v1.PersistentVolume {
 	ix.mu.Lock()
@@ -173,11 +181,10 @@ func (ix *Index) add(pv *v1.PersistentVolume) {
 	ix.vols[pv.Name] = pv
 	if ref := pv.Spec.ClaimRef; ref != nil {
 		// A claimed volume is found through its claim, never by a search.
-		ck := ref.Namespace + "/" + ref.Name
-		if ix.preBound[ck] == nil {
-			ix.preBound[ck] = map[string]struct{}{}
+		ck := claimRef{ref.Namespace, ref.Name}
+		if !slices.Contains(ix.preBound[ck], pv.Name) {
+			ix.preBound[ck] = append(ix.preBound[ck], pv.Name)
 		}
-		ix.preBound[ck][pv.Name] = struct{}{}
 		return
 	}
 	k := keyOf(pv)
@@ -208,9 +215,10 @@ func (ix *Index) add(pv *v1.PersistentVolume) {
 func (ix *Index) remove(pv *v1.PersistentVolume) {
 	delete(ix.vols, pv.Name)
 	if ref := pv.Spec.ClaimRef; ref != nil {
-		ck := ref.Namespace + "/" + ref.Name
-		delete(ix.preBound[ck], pv.Name)
-		if len(ix.preBound[ck]) == 0 {
+		ck := claimRef{ref.Namespace, ref.Name}
+		if names := slices.DeleteFunc(ix.preBound[ck], func(n string) bool { return n == pv.Name }); len(names) > 0 {
+			ix.preBound[ck] = names
+		} else {
 			delete(ix.preBound, ck)
 		}
 		return
@@ -277,7 +285,7 @@ func (ix *Index) free(pvName, claimUID string) bool {
 func (ix *Index) match(q MatchQuery) *v1.PersistentVolume {
 	n := q.Needs
 	var best *v1.PersistentVolume
-	for name := range ix.preBound[n.Key()] {
+	for _, name := range ix.preBound[claimRef{n.Namespace, n.Name}] {
 		pv := ix.vols[name]
 		if !PreBoundTo(pv, n) || !ix.free(name, n.UID) || fits(pv, n, q.NodeLabels) != nil {
 			continue

@@ -3,6 +3,7 @@ package binder
 import (
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -36,8 +37,15 @@ func (s *Store[T]) Upsert(obj T) T { return s.put(obj, true) }
 
 // Returned keeps obj, which a write or a read of the binder's returned,
 // unless the store has the same version or a newer one (the informer's
-// copy of the same version is the one to keep).
-func (s *Store[T]) Returned(obj T) T { return s.put(obj, false) }
+// copy of the same version is the one to keep). A claim is slimmed first,
+// in place, as the informer's are (slim.go): obj is the caller's own
+// copy, fresh from the API.
+func (s *Store[T]) Returned(obj T) T {
+	if c, ok := any(obj).(*v1.PersistentVolumeClaim); ok {
+		slimClaim(shared, c)
+	}
+	return s.put(obj, false)
+}
 
 func (s *Store[T]) put(obj T, sameReplaces bool) T {
 	k := storeKey(obj.GetNamespace(), obj.GetName())

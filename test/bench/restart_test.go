@@ -1,0 +1,278 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+
+	"github.com/tether-csi/tether/test/benchout"
+	"github.com/tether-csi/tether/test/cluster"
+)
+
+// TestBenchBinderRestart measures what a binder's restart and a leader
+// failover cost at scale (make bench-binder-restart): N claims already
+// bound to N volumes, then
+//
+//   - restart: a binder starts (leader election on, alone), and a new
+//     claim and volume wait for it; the time from the process's start to
+//     that claim Bound, and to the binder's caches synced ("Binder
+//     started" in its log);
+//   - failover: a second binder stands by on the same lease, the first is
+//     killed (SIGKILL: the lease is not handed back and must expire, 15 s
+//     by default), and a new pair waits; the time from the kill to that
+//     claim Bound.
+//
+// Each binder's peak RSS is printed too. Knobs: BENCH_N (one size,
+// default 100000), BENCH_QPS, BENCH_TIMEOUT (per wait, default 10m),
+// BENCH_PPROF (a folder: the API server's and the first binder's CPU
+// profiles over its first 20 s, and its heap once the first claim is
+// Bound).
+func TestBenchBinderRestart(t *testing.T) {
+	if os.Getenv("TETHER_BENCH") == "" {
+		t.Skip("set TETHER_BENCH=1 to run the restart bench (make bench-binder-restart)")
+	}
+	n := 100000
+	if v := os.Getenv("BENCH_N"); v != "" {
+		sizes, err := ParseSizes(v)
+		if err != nil || len(sizes) != 1 {
+			t.Fatalf("BENCH_N=%q: want one size", v)
+		}
+		n = sizes[0]
+	}
+	timeout := 10 * time.Minute
+	if v := os.Getenv("BENCH_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("BENCH_TIMEOUT: %v", err)
+		}
+		timeout = d
+	}
+	qps := "2000"
+	if v := os.Getenv("BENCH_QPS"); v != "" {
+		qps = v
+	}
+
+	c := cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
+		"max-requests-inflight":          {"2000"},
+		"max-mutating-requests-inflight": {"1000"},
+	}})
+	ctx := t.Context()
+	kubeconfig, config := c.AdminTokenKubeconfig(t)
+	fast := rest.CopyConfig(config)
+	fast.QPS, fast.Burst = 20000, 40000
+	admin := kubernetes.NewForConfigOrDie(fast)
+
+	setupStart := time.Now()
+	if err := populateBound(ctx, admin, n); err != nil {
+		t.Fatalf("create %d bound pairs: %v", n, err)
+	}
+	t.Logf("created %d claims bound to %d volumes in %s", n, n, time.Since(setupStart).Round(time.Second))
+
+	path := cluster.BuildBinary(t, "./cmd/binder")
+	args := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=true", "--leader-elect-resource-namespace=default",
+		"--kube-api-qps=" + qps, "--kube-api-burst=" + qps + "0", "-v=2"}
+	pprofDir := os.Getenv("BENCH_PPROF")
+	addrs := map[string]string{}
+	startBinder := func(name string) *cluster.Process {
+		a := args
+		if pprofDir != "" {
+			addrs[name] = cluster.FreeAddr(t)
+			a = append(append([]string(nil), args...), "--enable-pprof", "--http-endpoint="+addrs[name])
+		}
+		return c.Run(t, cluster.ProcessOptions{Name: name, Path: path, Args: a})
+	}
+
+	// Restart: a new pair, then the binder.
+	if err := createProbe(ctx, admin, "restart"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	first := startBinder("binder-a")
+	waitProfile := func() {}
+	if pprofDir != "" {
+		waitProfile = c.CPUProfiles(t, pprofDir, fmt.Sprintf("restart-%d", n), 20, map[string]string{"binder": addrs["binder-a"]})
+	}
+	synced, bound, err := waitStartAndBind(ctx, admin, first, "restart", timeout)
+	if err != nil {
+		t.Fatalf("restart: %v\n%s", err, cluster.Tail(first.LogPath, 30))
+	}
+	waitProfile()
+	saveHeapProfile(t, pprofDir, fmt.Sprintf("restart-%d", n), "binder", addrs["binder-a"])
+	restart := Timing{Synced: synced.Sub(start), Bound: bound.Sub(start)}
+	rssA, _ := readVmHWM(first.Pid())
+
+	// Failover: a standby, the leader killed, a new pair.
+	second := startBinder("binder-b")
+	if err := waitLog(ctx, second.LogPath, "Another replica leads", time.Minute); err != nil {
+		t.Fatalf("the standby did not see the leader: %v\n%s", err, cluster.Tail(second.LogPath, 30))
+	}
+	killed := time.Now()
+	first.Kill()
+	if err := createProbe(ctx, admin, "failover"); err != nil {
+		t.Fatal(err)
+	}
+	synced, bound, err = waitStartAndBind(ctx, admin, second, "failover", timeout)
+	if err != nil {
+		t.Fatalf("failover: %v\n%s", err, cluster.Tail(second.LogPath, 30))
+	}
+	failover := Timing{Synced: synced.Sub(killed), Bound: bound.Sub(killed)}
+	rssB, _ := readVmHWM(second.Pid())
+	apiRSS, _ := readVmHWM(mustPID(c))
+
+	table := RestartTable(n, restart, failover, rssA, rssB)
+	t.Log("\n" + table)
+	fmt.Print(table)
+	run := benchout.Run{Bench: "binder-restart", Label: "tether", Started: setupStart,
+		Settings: map[string]any{"n": n, "qps": qps, "lease_duration_seconds": 15},
+		Figures: map[string]any{
+			"restart_synced_seconds": restart.Synced.Seconds(), "restart_first_bound_seconds": restart.Bound.Seconds(),
+			"failover_synced_seconds": failover.Synced.Seconds(), "failover_first_bound_seconds": failover.Bound.Seconds(),
+			"binder_peak_rss_bytes": rssA, "standby_peak_rss_bytes": rssB, "apiserver_peak_rss_bytes": apiRSS,
+			"binder_rss_bytes_per_pair": float64(rssA) / float64(n),
+		}}
+	if path, err := benchout.Write(run); err != nil {
+		t.Logf("figures as JSON: %v", err)
+	} else {
+		t.Logf("figures appended to %s", path)
+	}
+}
+
+func mustPID(c *cluster.Cluster) int {
+	api, _ := c.ControlPlanePIDs()
+	return api
+}
+
+// Timing is one restart's or failover's: from the start (the process's,
+// or the kill of the leader) to the binder's caches synced, and to the
+// waiting claim Bound.
+type Timing struct{ Synced, Bound time.Duration }
+
+// RestartTable renders the restart bench's figures.
+func RestartTable(n int, restart, failover Timing, rss, standbyRSS int64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "binder restart and failover with %d claims bound to %d volumes (leader election on, lease 15 s):\n", n, n)
+	fmt.Fprintf(&b, "  %-9s %14s %16s\n", "", "caches synced", "new claim Bound")
+	fmt.Fprintf(&b, "  %-9s %14s %16s   (from the binder's start)\n", "restart", seconds(restart.Synced), seconds(restart.Bound))
+	fmt.Fprintf(&b, "  %-9s %14s %16s   (from the leader's SIGKILL)\n", "failover", seconds(failover.Synced), seconds(failover.Bound))
+	fmt.Fprintf(&b, "  peak RSS: binder %s (%.2f KiB per pair), standby turned leader %s\n", mib(rss), float64(rss)/1024/float64(n), mib(standbyRSS))
+	return b.String()
+}
+
+// waitStartAndBind waits for the binder's caches to sync (its log says
+// "Binder started") and for the probe claim to be Bound, and returns when
+// each was seen.
+func waitStartAndBind(ctx context.Context, cs kubernetes.Interface, p *cluster.Process, probe string, timeout time.Duration) (synced, bound time.Time, err error) {
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if !p.Running() {
+			return false, fmt.Errorf("the binder exited")
+		}
+		if synced.IsZero() {
+			if log, err := os.ReadFile(p.LogPath); err == nil && strings.Contains(string(log), "Binder started") {
+				synced = time.Now()
+			}
+		}
+		if bound.IsZero() {
+			claim, err := cs.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, "probe-"+probe, metav1.GetOptions{})
+			if err == nil && claim.Status.Phase == corev1.ClaimBound {
+				bound = time.Now()
+			}
+		}
+		return !synced.IsZero() && !bound.IsZero(), nil
+	})
+	return synced, bound, err
+}
+
+func waitLog(ctx context.Context, path, text string, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		log, err := os.ReadFile(path)
+		return err == nil && strings.Contains(string(log), text), nil
+	})
+}
+
+// createProbe creates a claim probe-<name> and a volume probe-pv-<name>
+// that only it fits (every other volume is bound).
+func createProbe(ctx context.Context, cs kubernetes.Interface, name string) error {
+	size := resource.MustParse("1Gi")
+	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe-pv-" + name},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName: className, Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: modes,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/tether-bench/probe-" + name}},
+		},
+	}
+	if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	claimClass := className
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe-" + name, Namespace: namespace},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &claimClass, AccessModes: modes,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}}},
+	}
+	_, err := cs.CoreV1().PersistentVolumeClaims(namespace).Create(ctx, claim, metav1.CreateOptions{})
+	return err
+}
+
+// populateBound creates the class, the namespace and n claims each bound
+// to its own volume, as a binder leaves them: the volume's claimRef and
+// phase, the claim's volumeName, annotations and phase.
+func populateBound(ctx context.Context, cs kubernetes.Interface, n int) error {
+	if err := populate(ctx, cs, 0); err != nil {
+		return err
+	}
+	size := resource.MustParse("1Gi")
+	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	claimClass := className
+	return parallel(ctx, n, func(i int) error {
+		claim := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("claim-%05d", i), Namespace: namespace},
+			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &claimClass, AccessModes: modes,
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}}},
+		}
+		claim, err := cs.CoreV1().PersistentVolumeClaims(namespace).Create(ctx, claim, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("pv-%05d", i)
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{storagehelpers.AnnBoundByController: "yes"}},
+			Spec: corev1.PersistentVolumeSpec{
+				StorageClassName: className, Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: modes,
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/tether-bench/" + name}},
+				ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: namespace,
+					Name: claim.Name, UID: claim.UID, ResourceVersion: claim.ResourceVersion},
+			},
+		}
+		if pv, err = cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		pv.Status.Phase = corev1.VolumeBound
+		if _, err = cs.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		claim.Spec.VolumeName = name
+		metav1.SetMetaDataAnnotation(&claim.ObjectMeta, storagehelpers.AnnBindCompleted, "yes")
+		metav1.SetMetaDataAnnotation(&claim.ObjectMeta, storagehelpers.AnnBoundByController, "yes")
+		if claim, err = cs.CoreV1().PersistentVolumeClaims(namespace).Update(ctx, claim, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		claim.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: modes,
+			Capacity: corev1.ResourceList{corev1.ResourceStorage: size}}
+		_, err = cs.CoreV1().PersistentVolumeClaims(namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+		return err
+	})
+}

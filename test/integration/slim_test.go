@@ -1,0 +1,89 @@
+package integration
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-csi/tether/test/cluster"
+)
+
+// The binder caches only what it reads of claims and volumes (its
+// informers' transform), and writes merge patches of what it changes: a
+// field it does not read survives its writes on a real API server. Were a
+// write an update of the slim cached copy, the claim's labels, others'
+// annotations, its limits and status conditions, and the volume's status
+// reason would be gone after the bind or the release.
+func TestBinderKeepsWhatItDoesNotRead(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{Controllers: protectionControllers})
+	cs := c.Client
+	ctx := t.Context()
+	pvs, pvcs := cs.CoreV1().PersistentVolumes(), cs.CoreV1().PersistentVolumeClaims("default")
+
+	pv := hostPathPV("keep-pv", "keep", "1Gi")
+	pv.Labels = map[string]string{"team": "storage"}
+	pv.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"kind":"PersistentVolume"}`, "example.com/owner": "ops"}
+	pv.Spec.MountOptions = []string{"noatime", "nodiratime"}
+	pv = mustCreate(t, pvs.Create, pv)
+	pv.Status.Phase, pv.Status.Reason = corev1.VolumeAvailable, "ReviewedByOps"
+	if _, err := pvs.UpdateStatus(ctx, pv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pvc := claim("keep", "keep", "1Gi")
+	pvc.Labels = map[string]string{"app": "db"}
+	pvc.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"kind":"PersistentVolumeClaim"}`, "example.com/owner": "ops"}
+	pvc.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}
+	pvc = mustCreate(t, pvcs.Create, pvc)
+	pvc.Status.Conditions = []corev1.PersistentVolumeClaimCondition{{Type: "example.com/Reviewed", Status: corev1.ConditionTrue}}
+	if _, err := pvcs.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	startBinder(t, c)
+	bound := waitClaimBound(t, cs, "keep")
+	if bound.Spec.VolumeName != "keep-pv" || bound.Annotations["pv.kubernetes.io/bind-completed"] != "yes" {
+		t.Fatalf("claim = %s %v", bound.Spec.VolumeName, bound.Annotations)
+	}
+	checkClaimKept(t, bound, pvc)
+	checkVolumeKept(t, waitVolumePhase(t, cs, "keep-pv", corev1.VolumeBound), pv)
+
+	// The release: the claim goes, the volume's phase is written.
+	deleteClaim(t, cs, "keep")
+	checkVolumeKept(t, waitVolumePhase(t, cs, "keep-pv", corev1.VolumeReleased), pv)
+	eventually(t, "the volume's claimRef kept after the release", func(ctx context.Context) (bool, error) {
+		got, err := pvs.Get(ctx, "keep-pv", metav1.GetOptions{})
+		return err == nil && got.Spec.ClaimRef != nil && got.Spec.ClaimRef.UID == bound.UID, err
+	})
+}
+
+func checkClaimKept(t *testing.T, got, want *corev1.PersistentVolumeClaim) {
+	t.Helper()
+	if !reflect.DeepEqual(got.Labels, want.Labels) || got.Annotations["example.com/owner"] != "ops" ||
+		got.Annotations["kubectl.kubernetes.io/last-applied-configuration"] != want.Annotations["kubectl.kubernetes.io/last-applied-configuration"] {
+		t.Errorf("the claim lost labels or annotations: labels %v, annotations %v", got.Labels, got.Annotations)
+	}
+	if q := got.Spec.Resources.Limits[corev1.ResourceStorage]; q.String() != "2Gi" {
+		t.Errorf("the claim lost its limit: %v", got.Spec.Resources.Limits)
+	}
+	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != "example.com/Reviewed" {
+		t.Errorf("the claim lost its condition: %+v", got.Status.Conditions)
+	}
+}
+
+func checkVolumeKept(t *testing.T, got, want *corev1.PersistentVolume) {
+	t.Helper()
+	if !reflect.DeepEqual(got.Labels, want.Labels) || got.Annotations["example.com/owner"] != "ops" ||
+		got.Annotations["kubectl.kubernetes.io/last-applied-configuration"] == "" {
+		t.Errorf("the volume lost labels or annotations: labels %v, annotations %v", got.Labels, got.Annotations)
+	}
+	if !reflect.DeepEqual(got.Spec.MountOptions, want.Spec.MountOptions) {
+		t.Errorf("the volume lost its mount options: %v", got.Spec.MountOptions)
+	}
+	if got.Status.Reason != "ReviewedByOps" {
+		t.Errorf("the volume lost its status reason: %+v", got.Status)
+	}
+}
