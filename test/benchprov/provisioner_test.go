@@ -64,7 +64,13 @@ func TestBenchProvisioner(t *testing.T) {
 	if !benchEnabled() {
 		t.Skip("set TETHER_BENCH=1 to run the provisioner bench (make bench-provisioner)")
 	}
-	n := envInt(t, "BENCH_N", 1000)
+	sizes := []int{1000}
+	if v := os.Getenv("BENCH_N"); v != "" {
+		var err error
+		if sizes, err = bench.ParseSizes(v); err != nil {
+			t.Fatalf("BENCH_N: %v", err)
+		}
+	}
 	qps := envInt(t, "BENCH_QPS", 2000)
 	pairs := []pair{{name: "tether"}, {name: "upstream", upstream: true}, {name: "tether", qps: qps}}
 	// BENCH_TETHER_WORKERS=48,100 adds tether at BENCH_QPS with those
@@ -80,12 +86,22 @@ func TestBenchProvisioner(t *testing.T) {
 	}
 	pairs = append(pairs, pair{name: "upstream", qps: qps, upstream: true}, pair{name: "floor", floor: true})
 	// One round: the upstream pair at its defaults alone takes four minutes.
-	rows := runAll(t, "provisioner", pairs, 1, func(t *testing.T, p pair, label string, delay time.Duration) row {
-		return runPair(t, p, n, label, delay)
-	})
-	report := render(fmt.Sprintf("provisioner bench: %d claims (1Gi, Immediate, Delete) through the csi-test mock driver", n), rows)
-	t.Log("\n" + report)
-	fmt.Print(report)
+	bySize := map[int][]row{}
+	for _, n := range sizes {
+		rows := runAll(t, "provisioner", pairs, 1, func(t *testing.T, p pair, label string, delay time.Duration) row {
+			return runPair(t, p, n, label, delay)
+		})
+		bySize[n] = rows
+		report := render(fmt.Sprintf("provisioner bench: %d claims (1Gi, Immediate, Delete) through the csi-test mock driver", n), rows)
+		t.Log("\n" + report)
+		fmt.Print(report)
+	}
+	if len(sizes) > 1 {
+		small, large := slices.Min(sizes), slices.Max(sizes)
+		report := renderScaling(small, large, bySize[small], bySize[large])
+		t.Log("\n" + report)
+		fmt.Print(report)
+	}
 }
 
 func benchEnabled() bool { return os.Getenv("TETHER_BENCH") != "" }

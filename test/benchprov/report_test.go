@@ -224,3 +224,44 @@ func TestMediansAndRatio(t *testing.T) {
 		}
 	}
 }
+
+// renderScaling compares each pair's runs at the smallest and the largest
+// size (BENCH_N=10000,100000): the time ratio against the size ratio (a
+// linear pipeline gives the same), and memory per claim, whole (peak RSS
+// over claims) and marginal (what the extra claims added).
+func renderScaling(small, large int, smallRows, largeRows []row) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nscaling from %d to %d claims (%.0fx as many):\n", small, large, float64(large)/float64(small))
+	f := "%-24s %-10s %12s %18s %18s %18s\n"
+	fmt.Fprintf(&b, f, "pair", "etcd delay", "time ratio", "binder KiB/claim", "prov. KiB/claim", "marginal b+p KiB")
+	perClaim := func(rss int64, n int) string { return fmt.Sprintf("%.2f", float64(rss)/1024/float64(n)) }
+	smalls := medians(smallRows)
+	for _, l := range medians(largeRows) {
+		i := slices.IndexFunc(smalls, func(s row) bool { return s.label == l.label && s.delay == l.delay })
+		if i < 0 || l.failed != "" {
+			continue
+		}
+		s := smalls[i]
+		if s.failed != "" || s.total <= 0 {
+			continue
+		}
+		marginal := "-"
+		if l.binderRSS > 0 && l.provRSS > 0 {
+			marginal = fmt.Sprintf("%.2f", float64(l.binderRSS+l.provRSS-s.binderRSS-s.provRSS)/1024/float64(large-small))
+		}
+		fmt.Fprintf(&b, f, l.label, l.delay.String(), fmt.Sprintf("%.2f", l.total.Seconds()/s.total.Seconds()),
+			perClaim(l.binderRSS, large), perClaim(l.provRSS, large), marginal)
+	}
+	return b.String()
+}
+
+func TestRenderScaling(t *testing.T) {
+	small := []row{{label: "tether@qps2000", n: 10, total: 2 * time.Second, binderRSS: 10 << 20, provRSS: 10 << 20}}
+	large := []row{{label: "tether@qps2000", n: 100, total: 21 * time.Second, binderRSS: 20 << 20, provRSS: 30 << 20}}
+	got := renderScaling(10, 100, small, large)
+	for _, want := range []string{"10.50", "204.80", "307.20", "341.33"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("renderScaling lacks %s:\n%s", want, got)
+		}
+	}
+}
