@@ -1,7 +1,6 @@
 package binder
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -98,15 +97,7 @@ func TestNodeLossRelease(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	c.SetClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	}()
+	ctx := runController(t, c)
 	pvs := client.CoreV1().PersistentVolumes()
 	claims := client.CoreV1().PersistentVolumeClaims(ns)
 

@@ -95,15 +95,7 @@ func TestWorkersWaitForOwnCaches(t *testing.T) {
 	}
 	release := make(chan struct{})
 	c.beforeVolumeEvent = func() { <-release } // the handler is slow
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	}()
+	runController(t, c)
 
 	volumeInf := c.factory.Core().V1().PersistentVolumes().Informer()
 	if !pollUntil(10*time.Second, volumeInf.HasSynced) {
@@ -143,4 +135,20 @@ func describeWrites(all []*v1.PersistentVolumeClaim) string {
 		out = append(out, fmt.Sprintf("{rv %s volume %q phase %s ann %v}", w.ResourceVersion, w.Spec.VolumeName, w.Status.Phase, w.Annotations))
 	}
 	return strings.Join(out, ", ")
+}
+
+// runController runs c until the test ends, then stops it and checks that
+// Run returned no error; it returns Run's context.
+func runController(t *testing.T, c *Controller) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+	return ctx
 }

@@ -1,7 +1,6 @@
 package binder
 
 import (
-	"context"
 	"reflect"
 	"slices"
 	"testing"
@@ -202,15 +201,7 @@ func testUnreadFieldsSurvive(t *testing.T, cut bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	}()
+	ctx := runController(t, c)
 	if !pollUntil(10*time.Second, func() bool {
 		got, ok := c.claims.Get(ns, "c")
 		pv, _ := c.volumes.Get("pv")
