@@ -155,5 +155,8 @@ func run(ctx context.Context, o options) error {
 	if err := binder.RegisterPendingMetrics(reg, ctrl); err != nil {
 		return err
 	}
+	// Warm standby: the caches fill while this replica waits for the
+	// lease, so that it binds as soon as it leads (the workers start then).
+	ctrl.Start(ctx)
 	return server.RunElected(ctx, client, o.leader, health, ctrl.Run)
 }

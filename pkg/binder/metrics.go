@@ -73,6 +73,9 @@ var (
 type countCollector struct {
 	volumes *Index
 	claims  *Store[*v1.PersistentVolumeClaim]
+	// serving, if set, reports whether the gauges are served now (the
+	// Controller's: while it leads).
+	serving func() bool
 }
 
 func (c *countCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -82,6 +85,9 @@ func (c *countCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *countCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.serving != nil && !c.serving() {
+		return
+	}
 	type pvcDims struct{ ns, class, vac string }
 	total := map[[2]string]int{}
 	bound, unbound := map[string]int{}, map[string]int{}

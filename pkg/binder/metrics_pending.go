@@ -44,12 +44,16 @@ type pendingCollector struct {
 	claims  *Store[*v1.PersistentVolumeClaim]
 	classes storagelisters.StorageClassLister
 	now     func() time.Time
+	// serving reports whether the gauges are served now; nil: always.
+	serving func() bool
 }
 
 // RegisterPendingMetrics registers the gauges of the claims that wait for
-// a volume on reg, read from c's caches on each scrape.
+// a volume on reg, read from c's caches on each scrape while c leads (Run's
+// workers run): a standby's caches are full too (Start), and its gauges
+// would repeat the leader's.
 func RegisterPendingMetrics(reg prometheus.Registerer, c *Controller) error {
-	return reg.Register(&pendingCollector{claims: c.claims, classes: c.classLister, now: time.Now})
+	return reg.Register(&pendingCollector{claims: c.claims, classes: c.classLister, now: time.Now, serving: c.leading.Load})
 }
 
 func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -58,6 +62,9 @@ func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.serving != nil && !c.serving() {
+		return
+	}
 	type stat struct {
 		n      int
 		oldest time.Time

@@ -28,10 +28,10 @@ import (
 //     claim and volume wait for it; the time from the process's start to
 //     that claim Bound, and to the binder's caches synced ("Binder
 //     started" in its log);
-//   - failover: a second binder stands by on the same lease, the first is
-//     killed (SIGKILL: the lease is not handed back and must expire, 15 s
-//     by default), and a new pair waits; the time from the kill to that
-//     claim Bound.
+//   - failover: a second binder stands by on the same lease until its
+//     caches are synced, the first is killed (SIGKILL: the lease is not
+//     handed back and must expire, 15 s by default), and a new pair waits;
+//     the time from the kill to that claim Bound.
 //
 // Each binder's peak RSS is printed too. Knobs: BENCH_N (one size,
 // default 100000), BENCH_QPS, BENCH_TIMEOUT (per wait, default 10m),
@@ -116,6 +116,11 @@ func TestBenchBinderRestart(t *testing.T) {
 	second := startBinder("binder-b")
 	if err := waitLog(ctx, second.LogPath, "Another replica leads", time.Minute); err != nil {
 		t.Fatalf("the standby did not see the leader: %v\n%s", err, cluster.Tail(second.LogPath, 30))
+	}
+	// A standby that has stood by a while: its caches are full (it fills
+	// them before it leads).
+	if err := waitLog(ctx, second.LogPath, "Caches synced", timeout); err != nil {
+		t.Fatalf("the standby's caches did not sync: %v\n%s", err, cluster.Tail(second.LogPath, 30))
 	}
 	killed := time.Now()
 	first.Kill()
