@@ -76,4 +76,3 @@ func writes(client *fake.Clientset) int {
 	}
 	return n
 }
-

@@ -20,12 +20,18 @@ import (
 // a kubernetes.Interface as in production. who names the component, for
 // the fault plan and the trace.
 func (w *World) newClient(who string) kubernetes.Interface {
+	return w.newClientOf(func() string { return who })
+}
+
+// newClientOf is newClient for a process whose name changes (a standby
+// binder that comes to lead).
+func (w *World) newClientOf(name func() string) kubernetes.Interface {
 	cs := &fake.Clientset{}
 	cs.AddReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, nil
 	})
 	cs.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		obj, err := w.react(who, action)
+		obj, err := w.react(name(), action)
 		return true, obj, err
 	})
 	return cs
@@ -52,6 +58,9 @@ func (w *World) react(who string, action k8stesting.Action) (runtime.Object, err
 	}
 	if write && who == "binder" {
 		w.checkBinderWrite(verb, res, ns, action)
+	}
+	if write && who == standbyRole {
+		w.violate("the binder standing by wrote: %s %s %s", verb, res, nameOf(action))
 	}
 	obj, err := w.serve(a, res, ns, verb, action)
 	if verb == "get" && res == rNodes {

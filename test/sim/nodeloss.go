@@ -112,6 +112,12 @@ func (o observingHandler) OnDelete(obj any)            { o.see(obj, true); o.h.O
 // watchNodeHandler makes the next node handler registered on a process's
 // node informer report what it is handed as that process's sight.
 func (w *World) watchNodeHandler(inf *informer, who string) {
+	w.watchNodeHandlerOf(inf, func() string { return who })
+}
+
+// watchNodeHandlerOf is watchNodeHandler for a process whose name changes
+// (a standby binder that comes to lead).
+func (w *World) watchNodeHandlerOf(inf *informer, name func() string) {
 	inf.wrapNext = func(h cache.ResourceEventHandler) cache.ResourceEventHandler {
 		return observingHandler{h: h, see: func(obj any, deleted bool) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -122,9 +128,9 @@ func (w *World) watchNodeHandler(inf *informer, who string) {
 				return
 			}
 			if deleted {
-				w.observe(who, n.Name, nil)
+				w.observe(name(), n.Name, nil)
 			} else {
-				w.observe(who, n.Name, n)
+				w.observe(name(), n.Name, n)
 			}
 		}}
 	}

@@ -15,7 +15,7 @@ import (
 // strip): create, delete, clone, forge, strip, delete-namespace,
 // create-namespace, edit-vac, retain, delete-released, node,
 // recreate-class, static-pv, other-cluster, crash-provisioner,
-// crash-binder, sweep, attach, detach, lease and switch and hand-back
+// crash-binder, standby-binder, failover-binder, sweep, attach, detach, lease and switch and hand-back
 // (centralised mode), csinode (node mode), node-loss, node-return,
 // node-notready, statefulset; and node-mode or central-mode leaves that
 // deployment mode out.
@@ -72,7 +72,7 @@ func RunSchedule(seed int64) Result {
 	w.settle(3)
 	w.checkEnd()
 	w.killHandover()
-	return Result{Seed: seed, Steps: w.steps, Violations: w.violations, Trace: w.trace, Counts: w.lossCounts()}
+	return Result{Seed: seed, Steps: w.steps, Violations: w.violations, Trace: w.trace, Counts: w.counts()}
 }
 
 // step picks one option at random, by weight, runs it and checks the
@@ -129,6 +129,9 @@ func (w *World) options(settling bool) []option {
 		sys = 3
 	}
 	cs := []*caches{w.bind.caches}
+	if w.standby != nil {
+		cs = append(cs, w.standby.caches)
+	}
 	for _, p := range w.provs {
 		cs = append(cs, p.caches)
 	}
@@ -229,6 +232,13 @@ func (w *World) options(settling bool) []option {
 		return "crash: the " + w.provs[i].name + " restarts (memory lost, caches re-listed)"
 	})
 	actor("crash-binder", 1, func() string { w.startBinder(); return "crash: the binder restarts (memory lost, caches re-listed)" })
+	if !w.upstream {
+		if w.standby == nil {
+			actor("standby-binder", 1, w.startStandby)
+		} else {
+			actor("failover-binder", 1, w.failover)
+		}
+	}
 	if !w.busyOld(w.provs[0].ifQ) && !w.upstream {
 		if up := w.upProvs(); len(up) > 0 {
 			actor("sweep", 1, func() string { return w.sweep(pick(w, up)) })
@@ -262,6 +272,9 @@ func (w *World) procName(c *caches) string {
 		if c == p.caches {
 			return p.name
 		}
+	}
+	if w.standby != nil && c == w.standby.caches {
+		return standbyRole
 	}
 	return "binder"
 }

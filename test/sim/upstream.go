@@ -41,6 +41,7 @@ func (w *World) switchStack() string {
 		left := w.handBack()
 		w.upstream = true
 		w.handBackLeft = len(left) > 0
+		w.standby = nil // tether's binder Deployment is gone
 		w.startProvisioner(0)
 		w.startBinder()
 		return fmt.Sprintf("admin: switch to external-provisioner and KCM's binder (--hand-back left %v)", left)

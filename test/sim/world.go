@@ -59,7 +59,14 @@ type World struct {
 	// call is not over (see lease.go).
 	handover *handover
 	bind     *bindProc
-	steps    int
+	// standby is a second binder waiting for the lease with warm caches
+	// (binder.Controller.Start): its handlers run, its workers do not.
+	standby *bindProc
+	// failovers counts the standby's take-overs, failoversBehind those
+	// where its caches had not caught up with the API yet.
+	failovers, failoversBehind int
+
+	steps int
 
 	trace      []string
 	violations []string
@@ -131,6 +138,9 @@ func (w *World) changed(resource, key string) {
 	}
 	if w.bind != nil {
 		w.bind.caches.changed(resource, key)
+	}
+	if w.standby != nil {
+		w.standby.caches.changed(resource, key)
 	}
 }
 
@@ -324,28 +334,41 @@ type bindProc struct {
 	ctrl    *binder.Controller
 	claimQ  *queue
 	volumeQ *queue
+	// role is "binder" for the one that leads, "binder-standby" for one
+	// that waits for the lease with its caches warm (its client's writes
+	// go under this name).
+	role string
 	// firstPVs are the PVs of its first list.
 	firstPVs []string
 }
 
+// startBinder starts a binder that leads at once, from a first list (a
+// cold start).
 func (w *World) startBinder() {
-	b := &bindProc{w: w, claimQ: newQueue(w, "binder-claims"), volumeQ: newQueue(w, "binder-volumes")}
+	w.bind = w.newBinder("binder")
+}
+
+// newBinder starts a binder process in a role: its caches list every
+// object now, then follow the API with the simulator's lag.
+func (w *World) newBinder(role string) *bindProc {
+	b := &bindProc{w: w, role: role, claimQ: newQueue(w, role+"-claims"), volumeQ: newQueue(w, role+"-volumes")}
 	b.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes)
-	ctrl, err := binder.New(binder.Options{Client: w.newClient("binder"), Workers: 1, Recorder: recorder{w}, NodeLossGrace: simGrace})
+	ctrl, err := binder.New(binder.Options{Client: w.newClientOf(func() string { return b.role }), Workers: 1,
+		Recorder: recorder{w}, NodeLossGrace: simGrace})
 	if err != nil {
 		panic(err)
 	}
 	ctrl.SetClock(w.clock)
 	inf := b.caches.inf
-	w.forget("binder")
-	w.watchNodeHandler(inf[rNodes], "binder")
+	w.forget(role)
+	w.watchNodeHandlerOf(inf[rNodes], func() string { return b.role })
 	if err := ctrl.UseSimInputs(binder.SimInputs{Claims: inf[rClaims], Volumes: inf[rVolumes], Classes: inf[rClasses],
 		Nodes: corelisters.NewNodeLister(inf[rNodes].indexer), NodesSynced: inf[rNodes].HasSynced, NodeEvents: inf[rNodes],
 		ClaimQueue: b.claimQ, VolumeQueue: b.volumeQ, KCM: w.upstream}); err != nil {
 		panic(err)
 	}
 	b.ctrl = ctrl
-	w.bind = b
 	b.caches.fill()
 	b.firstPVs = w.api.keys(rVolumes)
+	return b
 }
