@@ -396,8 +396,41 @@ func (e *realEnv) returnNode(t *testing.T, node string, untaint bool) time.Time 
 		e.taintOutOfService(t, node, false)
 	}
 	e.waitDeployed(t)
+	e.waitDriverBack(t, node, back)
 	t.Logf("%s back and deploy/csi running on it %s after its kubelet started", node, time.Since(back).Round(time.Second))
 	return back
+}
+
+// waitDriverBack waits until the node runs one tether-local pod, Ready
+// since its kubelet came back (the DaemonSet's status may still count the
+// pod from before), and its CSINode lists the driver again.
+func (e *realEnv) waitDriverBack(t *testing.T, node string, back time.Time) {
+	t.Helper()
+	cluster.Eventually(t, "one tether-local pod on "+node+", Ready since it came back", func(ctx context.Context) (bool, error) {
+		pods, err := e.c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=tether-local"})
+		if err != nil {
+			return false, nil
+		}
+		var on []corev1.Pod
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == node {
+				on = append(on, p)
+			}
+		}
+		return len(on) == 1 && on[0].DeletionTimestamp == nil && readySince(&on[0], back), nil
+	})
+	e.c.WaitDriverRegistered(t, node)
+}
+
+// readySince reports whether a pod is Ready, and became so at or after t
+// (conditions carry whole seconds).
+func readySince(p *corev1.Pod, t time.Time) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue && !c.LastTransitionTime.Time.Before(t.Truncate(time.Second))
+		}
+	}
+	return false
 }
 
 // checkReported: the old volume is still on the node's disk and its
