@@ -74,6 +74,8 @@ type Controller struct {
 	// started makes Start's informers start once: on Start's context (a
 	// standby warming its caches), or on Run's.
 	started sync.Once
+	// queuedFirst makes queueFirstLists run once.
+	queuedFirst sync.Once
 	// leading is true while Run's workers run: only then are the gauges
 	// computed from the caches served (a standby's would repeat the
 	// leader's).
@@ -214,7 +216,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		logger.Info("Binder stopped before its caches synced")
 		return nil
 	}
-	logger.Info("Binder started", "workers", c.opts.Workers, "volumes", c.volumes.Len())
+	c.queueFirstLists()
+	logger.Info("Binder started", "workers", c.opts.Workers, "volumes", c.volumes.Len(),
+		"queued", c.claimQueue.Len()+c.volumeQueue.Len())
 	c.leading.Store(true)
 	defer c.leading.Store(false)
 	done := make(chan struct{})

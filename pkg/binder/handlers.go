@@ -25,19 +25,23 @@ func tombstoned(obj any) any {
 }
 
 func (c *Controller) claimHandler() cache.ResourceEventHandler {
-	upsert := func(obj any) {
+	upsert := func(obj any, queue bool) {
 		if claim, ok := obj.(*v1.PersistentVolumeClaim); ok {
 			c.claims.Upsert(claim)
-			c.claimQueue.Add(claimKey(claim.Namespace, claim.Name))
+			if queue {
+				c.claimQueue.Add(claimKey(claim.Namespace, claim.Name))
+			}
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: upsert,
+	return cache.ResourceEventHandlerDetailedFuncs{
+		// The first list is stored, not queued: queueFirstLists queues
+		// what of it needs a sync once it is all stored.
+		AddFunc: func(obj any, initial bool) { upsert(obj, !initial) },
 		UpdateFunc: func(old, obj any) {
 			if claim, ok := obj.(*v1.PersistentVolumeClaim); ok && resync(old, obj) && c.settledClaim(claim) {
 				return
 			}
-			upsert(obj)
+			upsert(obj, true)
 		},
 		DeleteFunc: func(obj any) {
 			claim, ok := tombstoned(obj).(*v1.PersistentVolumeClaim)
@@ -55,7 +59,7 @@ func (c *Controller) claimHandler() cache.ResourceEventHandler {
 }
 
 func (c *Controller) volumeHandler() cache.ResourceEventHandler {
-	upsert := func(obj any) {
+	upsert := func(obj any, queue bool) {
 		pv, ok := obj.(*v1.PersistentVolume)
 		if !ok {
 			return
@@ -64,6 +68,9 @@ func (c *Controller) volumeHandler() cache.ResourceEventHandler {
 			c.beforeVolumeEvent()
 		}
 		pv = c.volumes.Upsert(pv)
+		if !queue {
+			return
+		}
 		c.volumeQueue.Add(pv.Name)
 		if ref := pv.Spec.ClaimRef; ref != nil {
 			// A volume pre-bound or provisioned for a claim: bind it now.
@@ -74,13 +81,13 @@ func (c *Controller) volumeHandler() cache.ResourceEventHandler {
 			}
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: upsert,
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) { upsert(obj, !initial) },
 		UpdateFunc: func(old, obj any) {
 			if pv, ok := obj.(*v1.PersistentVolume); ok && resync(old, obj) && c.settledVolume(pv) {
 				return
 			}
-			upsert(obj)
+			upsert(obj, true)
 		},
 		DeleteFunc: func(obj any) {
 			pv, ok := tombstoned(obj).(*v1.PersistentVolume)

@@ -63,6 +63,10 @@ func (c *Controller) Synced() bool {
 	return true
 }
 
+// QueueFirstLists queues what of the first lists needs a sync, once, as
+// Run does when the caches have synced and the workers start.
+func (c *Controller) QueueFirstLists() { c.queueFirstLists() }
+
 // SyncClaim syncs one claim (namespace/name), as a worker does.
 func (c *Controller) SyncClaim(ctx context.Context, key string) error { return c.syncClaim(ctx, key) }
 

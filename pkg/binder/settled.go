@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-csi/tether/pkg/migration"
+	"github.com/tether-csi/tether/pkg/nodeloss"
 )
 
 // Settled reports whether a claim and the volume it names are bound to each
@@ -59,4 +60,31 @@ func (c *Controller) settledVolume(pv *v1.PersistentVolume) bool {
 	}
 	claim, _ := c.claims.Get(newest.Spec.ClaimRef.Namespace, newest.Spec.ClaimRef.Name)
 	return Settled(claim, newest)
+}
+
+// queueFirstLists queues, once, every claim and volume of the informers'
+// first lists that a sync may have work for: all but the settled pairs,
+// and every volume whose node loss is under way (a mark on it, or its node
+// lost: syncNodeLoss's own test). The handlers store the first lists
+// without queueing them (a change after them is queued as it comes); Run
+// calls this once the caches have synced, before the workers start.
+//
+// At rest nearly every pair is settled: queueing all of them at a start,
+// as KCM does, would sync 200,000 objects at 100,000 pairs for nothing,
+// and grow the queues' sets (and the queue metrics' table of add times) to
+// that size, which Go's maps keep for the life of the process; in a
+// standby, for as long as it stands by.
+func (c *Controller) queueFirstLists() {
+	c.queuedFirst.Do(func() {
+		for _, claim := range c.claims.List() {
+			if !c.settledClaim(claim) {
+				c.claimQueue.Add(claimKey(claim.Namespace, claim.Name))
+			}
+		}
+		for _, pv := range c.volumes.List() {
+			if !c.settledVolume(pv) || pv.Annotations[nodeloss.AnnLostNode] != "" || c.nodeLoss.tracker.VolumeNode(pv) != "" {
+				c.volumeQueue.Add(pv.Name)
+			}
+		}
+	})
 }

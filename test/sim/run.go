@@ -162,6 +162,7 @@ func (w *World) options(settling bool) []option {
 			if !w.bind.ctrl.Synced() {
 				continue // Run's workers wait for the handlers' first lists
 			}
+			w.bind.ctrl.QueueFirstLists() // once, as Run does then
 		}
 		if keys := q.readyKeys(); len(keys) > 0 {
 			add(5*sys, func() string { return w.work(q, pick(w, keys)) })
