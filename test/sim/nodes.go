@@ -118,8 +118,9 @@ func (w *World) claimOfName(name string) *v1.PersistentVolumeClaim {
 // has not cleaned it up (a volume a tenant's removal of the record left
 // behind is the tenant's doing). A volume given up on record
 // (VolumeCleanupAbandoned: its clean-up got AlreadyExists, the request
-// having changed since) does not hold the claim back: it is reported, and
-// the claim goes on elsewhere.
+// having changed since; VolumeInFlightNodeGone: its node lost for the
+// grace, out of reach) does not hold the claim back: it is reported (the
+// lost node's sweep, once it is back), and the claim goes on elsewhere.
 func (w *World) checkNodeCreate(d *driver, name string) {
 	if !w.cfg.Node || !w.provisioning() || w.stripped[name] {
 		return
@@ -129,6 +130,9 @@ func (w *World) checkNodeCreate(d *driver, name string) {
 			continue
 		}
 		key := n + "/" + name
+		if w.loss.givenUp[key] {
+			continue // its record went for node loss: out of reach
+		}
 		if id, ok := w.back.byName[key]; ok && !w.abandoned(w.back.vols[id]) {
 			w.violate("%s: CreateVolume of %s on %s while node %s holds %s of the claim (not cleaned up)%s", w.who, name, d.node, n, id, w.recordHint(name))
 		}
