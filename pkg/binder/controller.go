@@ -171,7 +171,8 @@ func transform(obj any) (any, error) {
 }
 
 // Start starts the informers on ctx and returns: their handlers fill the
-// caches and queue every key, and nothing is written. A replica standing
+// caches (and queue what changes after the first lists), and nothing is
+// written. A replica standing
 // by for the lease calls it, so that it leads with its caches already
 // synced instead of listing every claim and volume then (12 s at 100,000
 // pairs). Calling it again, or Run after it, starts nothing twice. The
