@@ -8,6 +8,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
+
+	"github.com/tether-csi/tether/pkg/nodeloss"
 )
 
 // wakeOnFreeVolume is how many waiting claims of a class a newly free
@@ -84,7 +86,10 @@ func (c *Controller) volumeHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) { upsert(obj, !initial) },
 		UpdateFunc: func(old, obj any) {
-			if pv, ok := obj.(*v1.PersistentVolume); ok && resync(old, obj) && c.settledVolume(pv) {
+			// A settled volume's resync is skipped, unless its node loss is
+			// under way: a class that opted in since, or a grace that ended
+			// while the binder restarted, is acted on within a resync.
+			if pv, ok := obj.(*v1.PersistentVolume); ok && resync(old, obj) && c.settledVolume(pv) && !c.nodeLossUnderWay(pv) {
 				return
 			}
 			upsert(obj, true)
@@ -106,18 +111,24 @@ func (c *Controller) volumeHandler() cache.ResourceEventHandler {
 
 func (c *Controller) classHandler() cache.ResourceEventHandler {
 	// A new or changed class (a new default, a new provisioner) can change
-	// the fate of every waiting claim.
-	wake := func(obj any) {
-		if _, ok := tombstoned(obj).(*storagev1.StorageClass); ok {
-			for _, key := range c.pending.all() {
-				c.claimQueue.Add(key)
-			}
+	// the fate of every waiting claim; one that opts in to node loss, or
+	// out, that of its volumes whose node is lost.
+	wake := func(old, obj any) {
+		class, ok := tombstoned(obj).(*storagev1.StorageClass)
+		if !ok {
+			return
+		}
+		for _, key := range c.pending.all() {
+			c.claimQueue.Add(key)
+		}
+		if was, ok := old.(*storagev1.StorageClass); !ok || nodeloss.Policy(was) != nodeloss.Policy(class) {
+			c.queueNodeLossOfClass(class.Name)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    wake,
-		UpdateFunc: func(_, obj any) { wake(obj) },
-		DeleteFunc: wake,
+		AddFunc:    func(obj any) { wake(nil, obj) },
+		UpdateFunc: wake,
+		DeleteFunc: func(obj any) { wake(nil, obj) },
 	}
 }
 

@@ -33,7 +33,7 @@ func newNodeLoss(grace time.Duration, now func() time.Time, reg prometheus.Regis
 	if grace <= 0 {
 		grace = nodeloss.DefaultGrace
 	}
-	n := &nodeLoss{grace: grace, tracker: nodeloss.NewTracker(now),
+	n := &nodeLoss{grace: grace, tracker: nodeloss.NewTracker(now, 2*grace),
 		released: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_binder_volumes_released_for_node_loss_total",
 			Help: "Volumes whose claim the binder released because their node was lost (deleted, or tainted node.kubernetes.io/out-of-service) for longer than --node-loss-grace, in a class with " + nodeloss.AnnPolicy + ", by the PV's reclaim policy (Delete: the PV is deleted; Retain: it is kept Released).",
@@ -61,16 +61,15 @@ func (c *Controller) watchNodes(nodes cache.SharedIndexInformer) error {
 }
 
 // nodeHandler tells the tracker each node's state and, when a node's loss
-// begins or ends, queues the PVs that name it.
+// begins or ends, queues the PVs pinned to it or marked for it.
 func (c *Controller) nodeHandler() cache.ResourceEventHandler {
 	observe := func(name string, node *v1.Node) {
-		changed, labels := c.nodeLoss.tracker.Observe(name, node)
-		if !changed {
+		if !c.nodeLoss.tracker.Observe(name, node) {
 			return
 		}
 		for _, pv := range c.volumes.List() {
-			if pv.Annotations[nodeloss.AnnLostNode] == name ||
-				labels != nil && pv.Spec.NodeAffinity != nil && storagehelpers.CheckNodeAffinity(pv, labels) == nil {
+			mark := pv.Annotations[nodeloss.AnnLostNode]
+			if mark == name || pv.Spec.NodeAffinity != nil && c.nodeLoss.tracker.Pinned(pv, mark) == name {
 				c.volumeQueue.Add(pv.Name)
 			}
 		}
@@ -94,6 +93,24 @@ func (c *Controller) nodeHandler() cache.ResourceEventHandler {
 	}
 }
 
+// nodeLossUnderWay reports whether a PV may have a step of node loss to
+// take: it carries marks, or it is pinned to a node the tracker knows
+// lost. It is cheap (no node is walked): the first lists, the resyncs of
+// settled pairs and a class's change ask it of every PV.
+func (c *Controller) nodeLossUnderWay(pv *v1.PersistentVolume) bool {
+	return nodeloss.Marked(pv) || c.nodeLoss.tracker.LostNode(pv) != ""
+}
+
+// queueNodeLossOfClass queues the PVs of a class whose node loss is under
+// way: a class that opts in, or out, changes their next step.
+func (c *Controller) queueNodeLossOfClass(class string) {
+	for _, pv := range c.volumes.List() {
+		if storagehelpers.GetPersistentVolumeClass(pv) == class && c.nodeLossUnderWay(pv) {
+			c.volumeQueue.Add(pv.Name)
+		}
+	}
+}
+
 // keepOutOfService is the part of a node's spec the binder caches: its
 // out-of-service taint, if any.
 func keepOutOfService(n *v1.Node) v1.NodeSpec {
@@ -107,14 +124,8 @@ func keepOutOfService(n *v1.Node) v1.NodeSpec {
 // any. claim is the claim its claimRef names (nil when gone).
 func (c *Controller) syncNodeLoss(ctx context.Context, name string, claim *v1.PersistentVolumeClaim) error {
 	pv, ok := c.volumes.Get(name)
-	if !ok {
-		return nil
-	}
-	node := pv.Annotations[nodeloss.AnnLostNode]
-	if node == "" {
-		if node = c.nodeLoss.tracker.VolumeNode(pv); node == "" {
-			return nil // the usual case: its node, if it has one, is not lost
-		}
+	if !ok || !c.nodeLossUnderWay(pv) {
+		return nil // the usual case: no marks, and its node, if it has one, is not lost
 	}
 	if claim != nil && (pv.Spec.ClaimRef == nil || claim.UID != pv.Spec.ClaimRef.UID) {
 		claim = nil
@@ -123,22 +134,27 @@ func (c *Controller) syncNodeLoss(ctx context.Context, name string, claim *v1.Pe
 	if class, err := c.classLister.Get(storagehelpers.GetPersistentVolumeClass(pv)); err == nil {
 		in.Policy = nodeloss.Policy(class)
 	}
-	var err error
-	if in.Node, err = c.nodeState(ctx, node); err != nil {
-		return err
+	mark := pv.Annotations[nodeloss.AnnLostNode]
+	if pinned := c.nodeLoss.tracker.Pinned(pv, mark); pinned != "" {
+		var err error
+		if in.Node, err = c.nodeState(ctx, pinned, pinned == mark); err != nil {
+			return err
+		}
 	}
 	step := nodeloss.Decide(in)
 	if step.Op != nodeloss.Nothing && step.Op != nodeloss.WaitGrace {
-		klog.FromContext(ctx).V(2).Info("Node loss", "step", step.Op.String(), "node", node, "loss", in.Node.Loss, "policy", in.Policy)
+		klog.FromContext(ctx).V(2).Info("Node loss", "step", step.Op.String(), "node", in.Node.Name, "mark", mark,
+			"loss", in.Node.Loss, "policy", in.Policy)
 	}
 	return c.applyNodeLoss(ctx, in, step)
 }
 
-// nodeState is what the tracker knows of a node; a node no event showed
-// (deleted before this binder started, named by a PV's mark) is asked of
-// the API server.
-func (c *Controller) nodeState(ctx context.Context, name string) (nodeloss.Node, error) {
-	if st, known := c.nodeLoss.tracker.Get(name); known {
+// nodeState is what the tracker knows of a node. A node no event showed
+// is asked of the API server when ask (a PV's marks name it: it may have
+// been deleted before this binder started, or forgotten since); else it
+// is taken as not lost.
+func (c *Controller) nodeState(ctx context.Context, name string, ask bool) (nodeloss.Node, error) {
+	if st, known := c.nodeLoss.tracker.Get(name); known || !ask {
 		return st, nil
 	}
 	node, err := c.opts.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})

@@ -36,22 +36,20 @@ func (c *Controller) applyNodeLoss(ctx context.Context, in nodeloss.Input, step 
 	case nodeloss.MarkLost:
 		at := step.Since.Add(c.nodeLoss.grace).UTC().Format(time.RFC3339)
 		if err := c.patchMarks(ctx, pv, map[string]any{"annotations": map[string]any{nodeloss.AnnLostNode: node.Name,
-			nodeloss.AnnLostSince: step.Since.UTC().Format(time.RFC3339), nodeloss.AnnReleaseAfter: at}}); err != nil {
+			nodeloss.AnnLostSince: step.Since.UTC().Format(time.RFC3339), nodeloss.AnnReleaseAfter: at,
+			nodeloss.AnnLostClaim: string(pv.Spec.ClaimRef.UID), nodeloss.AnnReleased: nil}}); err != nil {
 			return err
 		}
 		msg := fmt.Sprintf("node %s is %s since %s; the class releases claims on node loss: claim %s is released at %s unless the node comes back first",
 			node.Name, lossWords(node.Loss), step.Since.UTC().Format(time.RFC3339), claimName(pv), at)
 		c.nodeLossEvents(in, v1.EventTypeWarning, ReasonNodeLost, msg)
-	case nodeloss.Unmark:
-		drop := map[string]any{}
-		for _, k := range nodeloss.Marks {
-			drop[k] = nil
-		}
-		if err := c.patchMarks(ctx, pv, map[string]any{"annotations": drop}); err != nil {
+	case nodeloss.Cancel:
+		if sent, err := c.claimDeletionSent(ctx, pv); err != nil || sent {
 			return err
 		}
-		c.nodeLossEvents(in, v1.EventTypeNormal, ReasonNodeBack,
-			fmt.Sprintf("node %s is back, or the class no longer releases claims on node loss: claim %s is not released", pv.Annotations[nodeloss.AnnLostNode], claimName(pv)))
+		return c.unmark(ctx, in)
+	case nodeloss.Unmark:
+		return c.unmark(ctx, in)
 	case nodeloss.Release:
 		if lost, err := c.lostOnServer(ctx, node.Name); err != nil || !lost {
 			return c.notLost(ctx, pv, node.Name, err)
@@ -98,6 +96,46 @@ func (c *Controller) applyNodeLoss(ctx context.Context, in nodeloss.Input, step 
 		}
 	}
 	return nil
+}
+
+// unmark removes the marks, with a NodeBack event when they were the
+// bound claim's.
+func (c *Controller) unmark(ctx context.Context, in nodeloss.Input) error {
+	pv := in.PV
+	drop := map[string]any{}
+	for _, k := range nodeloss.Marks {
+		drop[k] = nil
+	}
+	if err := c.patchMarks(ctx, pv, map[string]any{"annotations": drop}); err != nil {
+		return err
+	}
+	if in.Claim == nil || in.Claim.DeletionTimestamp != nil || pv.Annotations[nodeloss.AnnLostClaim] != string(in.Claim.UID) {
+		// Marks of a claim gone, going, or bound no more: no one to tell.
+		return nil
+	}
+	c.nodeLossEvents(in, v1.EventTypeNormal, ReasonNodeBack, fmt.Sprintf(
+		"node %s is back, or the class no longer releases claims on node loss, or the volume is pinned to it no more: claim %s is not released",
+		pv.Annotations[nodeloss.AnnLostNode], claimName(pv)))
+	return nil
+}
+
+// claimDeletionSent reports whether the API server says the claim a
+// released PV is bound to is gone, another, or being deleted: its
+// deletion was sent, and the release goes on, whatever the cache says.
+// The PV is then looked at again shortly.
+func (c *Controller) claimDeletionSent(ctx context.Context, pv *v1.PersistentVolume) (bool, error) {
+	ref := pv.Spec.ClaimRef
+	claim, err := c.opts.Client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return false, err
+	case claim.UID == ref.UID && claim.DeletionTimestamp == nil:
+		return false, nil
+	}
+	klog.FromContext(ctx).V(2).Info("The released claim's deletion was sent; the release goes on", "pvc", klog.KRef(ref.Namespace, ref.Name))
+	c.volumeQueue.AddAfter(pv.Name, time.Second)
+	return true, nil
 }
 
 // notLost: the API server says the node is not lost (or could not be

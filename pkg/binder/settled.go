@@ -7,7 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-csi/tether/pkg/migration"
-	"github.com/tether-csi/tether/pkg/nodeloss"
 )
 
 // Settled reports whether a claim and the volume it names are bound to each
@@ -64,8 +63,8 @@ func (c *Controller) settledVolume(pv *v1.PersistentVolume) bool {
 
 // queueFirstLists queues, once, every claim and volume of the informers'
 // first lists that a sync may have work for: all but the settled pairs,
-// and every volume whose node loss is under way (a mark on it, or its node
-// lost: syncNodeLoss's own test). The handlers store the first lists
+// and every volume whose node loss is under way (nodeLossUnderWay:
+// syncNodeLoss's own test). The handlers store the first lists
 // without queueing them (a change after them is queued as it comes); Run
 // calls this once the caches have synced, before the workers start.
 //
@@ -82,7 +81,7 @@ func (c *Controller) queueFirstLists() {
 			}
 		}
 		for _, pv := range c.volumes.List() {
-			if !c.settledVolume(pv) || pv.Annotations[nodeloss.AnnLostNode] != "" || c.nodeLoss.tracker.VolumeNode(pv) != "" {
+			if !c.settledVolume(pv) || c.nodeLossUnderWay(pv) {
 				c.volumeQueue.Add(pv.Name)
 			}
 		}

@@ -16,12 +16,20 @@ const (
 	// Nothing: no release is under way, or it is over (a Retain PV kept,
 	// a Delete PV waiting for its last finalizers to go).
 	Nothing Op = iota
-	// MarkLost writes AnnLostNode and AnnLostSince: the one node of the PV
-	// is lost, the grace starts.
+	// MarkLost writes AnnLostNode, AnnLostSince and AnnLostClaim (and drops
+	// an AnnReleased of another claim): the PV's node is lost, the grace
+	// of its claim starts at Step.Since.
 	MarkLost
-	// Unmark removes the marks: the node is back, or the class no longer
-	// opts in, before the claim was deleted.
+	// Unmark removes the marks of a release not decided, or decided for
+	// another claim: the node is back, the class no longer opts in, the
+	// affinity pins no lost node, or the claim is gone or going by itself.
 	Unmark
+	// Cancel removes the marks of a release decided (AnnReleased) whose
+	// claim's deletion the cache says was not sent, now that the node is
+	// back, the class no longer opts in or the affinity pins another node.
+	// The writer first asks the API server: a claim being deleted, or gone,
+	// means the deletion was sent, and nothing is removed.
+	Cancel
 	// WaitGrace: the node is lost, for less than the grace (Step.At is
 	// when it ends).
 	WaitGrace
@@ -42,7 +50,7 @@ const (
 )
 
 func (o Op) String() string {
-	return [...]string{"nothing", "mark-lost", "unmark", "wait-grace", "release", "delete-claim", "wait-claim",
+	return [...]string{"nothing", "mark-lost", "unmark", "cancel", "wait-grace", "release", "delete-claim", "wait-claim",
 		"delete-volume", "drop-finalizer"}[o]
 }
 
@@ -55,8 +63,8 @@ type Input struct {
 	Claim *v1.PersistentVolumeClaim
 	// Policy: the PV's class opts in (AnnPolicy).
 	Policy bool
-	// Node is the one node the PV's node affinity names (Name "" when it
-	// names none, or several), or the node of its AnnLostNode mark.
+	// Node is the node the PV is pinned to (Pinned), and whether and since
+	// when it is lost; Name "" when the PV is pinned to no node.
 	Node  Node
 	Now   time.Time
 	Grace time.Duration
@@ -65,41 +73,34 @@ type Input struct {
 // Step is a decision.
 type Step struct {
 	Op Op
-	// At is when the grace ends (WaitGrace), and Since when the node was
-	// first seen lost (MarkLost writes it).
+	// At is when the grace ends (WaitGrace), and Since when it starts
+	// (MarkLost writes it).
 	At, Since time.Time
 }
 
 // Decide is the next step of a PV's release for node loss. It never
 // releases for a class without the policy, for a node that is not lost (a
-// NotReady node without the out-of-service taint is not), or before the
-// grace is over; it deletes only the claim the PV is bound to, and never
-// sends DeleteVolume (no step does). Once the claim's deletion is asked
-// for, the release goes on to its end whatever the node and the class do.
+// NotReady node without the out-of-service taint is not), for a PV not
+// pinned to that node, for a claim that is gone or going already, or
+// before the claim's own grace is over; it deletes only the claim the
+// marks name, which is the one the PV is bound to, and never sends
+// DeleteVolume (no step does). Once the claim's deletion is sent, the
+// release goes on to its end whatever the node and the class do.
 func Decide(in Input) Step {
 	pv := in.PV
-	node, since, marked := LostMark(pv)
-	annotated := false
-	for _, k := range Marks {
-		_, has := pv.Annotations[k]
-		annotated = annotated || has
-	}
-	if Released(pv) {
-		return follow(in, node)
+	own := marksOwn(in)
+	if Released(pv) && own {
+		return follow(in)
 	}
 	if !eligible(in) {
-		if annotated {
+		if Marked(pv) {
 			return Step{Op: Unmark}
 		}
 		return Step{Op: Nothing}
 	}
-	if !marked || node != in.Node.Name || in.Node.Since.Sub(since) >= time.Second {
-		// New, or timed again: the binder that decides times the loss from
-		// its own first sight of it (a binder that started since, or a
-		// return it saw, makes the mark older than its sight). The mark
-		// holds whole seconds: a sight less than a second after it is
-		// the mark's own.
-		return Step{Op: MarkLost, Since: in.Node.Since}
+	node, since, marked := LostMark(pv)
+	if !marked || !own || node != in.Node.Name || in.Node.Since.Sub(since) >= time.Second {
+		return Step{Op: MarkLost, Since: graceStart(in, own)}
 	}
 	if in.Node.Since.After(since) {
 		since = in.Node.Since
@@ -110,24 +111,60 @@ func Decide(in Input) Step {
 	return Step{Op: Release}
 }
 
-// eligible: the class opts in, the PV is bound (or was, and its claim is
-// gone), its claim is bound to it, and its one node is lost.
-func eligible(in Input) bool {
+// graceStart is when a claim's grace starts: the binder's first sight of
+// its node's loss, but never before the claim was made, nor, for a PV
+// whose marks are another claim's (an admin bound it again), before now:
+// each claim is a case of its own, with its own full grace. A binder that
+// started since times the loss from its own sight: the mark's (older)
+// time is timed again.
+func graceStart(in Input, own bool) time.Time {
+	at := in.Node.Since
+	if made := in.Claim.CreationTimestamp.Time; made.After(at) {
+		at = made
+	}
+	if !own && Marked(in.PV) && in.Now.After(at) {
+		at = in.Now
+	}
+	return at
+}
+
+// marksOwn reports whether the PV's marks concern the claim its claimRef
+// names now: AnnLostClaim is that claim's UID. Marks without AnnLostClaim
+// are taken as the claim's while it is gone or going (a release under
+// way), and as another's while it lives.
+func marksOwn(in Input) bool {
 	ref := in.PV.Spec.ClaimRef
+	if ref == nil || ref.UID == "" {
+		return false
+	}
+	uid, ok := in.PV.Annotations[AnnLostClaim]
+	if !ok {
+		return in.Claim == nil || in.Claim.DeletionTimestamp != nil
+	}
+	return uid == string(ref.UID)
+}
+
+// eligible: the class opts in; the PV is bound to a claim that is bound
+// to it and is not being deleted (a claim the user deleted needs no
+// release: its volume takes the usual way); the PV is pinned to a node,
+// and that node is lost.
+func eligible(in Input) bool {
+	ref, claim := in.PV.Spec.ClaimRef, in.Claim
 	return in.Policy && ref != nil && ref.UID != "" &&
-		(in.Claim == nil || in.Claim.Spec.VolumeName == in.PV.Name) &&
+		claim != nil && claim.UID == ref.UID && claim.Spec.VolumeName == in.PV.Name && claim.DeletionTimestamp == nil &&
 		in.Node.Name != "" && in.Node.Loss != NotLost
 }
 
 // follow is the rest of a release once it is decided: the claim goes,
 // then the PV (Delete) or only its deletion finalizer (Retain).
-func follow(in Input, node string) Step {
+func follow(in Input) Step {
 	pv, claim := in.PV, in.Claim
 	if claim != nil && claim.DeletionTimestamp == nil {
-		// Not asked to go yet: a node back since, or a class that no longer
-		// opts in, still cancels.
-		if !in.Policy || in.Node.Name == node && in.Node.Loss == NotLost {
-			return Step{Op: Unmark}
+		// Not asked to go, as far as the cache knows: a node back since, a
+		// class that no longer opts in, an affinity that pins another node
+		// still cancel (Cancel asks the API server first).
+		if !in.Policy || in.Node.Name != pv.Annotations[AnnLostNode] || in.Node.Loss == NotLost {
+			return Step{Op: Cancel}
 		}
 		return Step{Op: DeleteClaim}
 	}

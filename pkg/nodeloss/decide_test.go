@@ -14,12 +14,16 @@ var (
 	grace = 5 * time.Minute
 )
 
-// pvOn is a PV bound to claim uid-1 with the given reclaim policy and marks.
+// pvOn is a PV bound to claim uid-1 with the given reclaim policy and
+// marks; marks name claim uid-1 unless they say otherwise.
 func pvOn(policy v1.PersistentVolumeReclaimPolicy, marks ...string) *v1.PersistentVolume {
 	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1", Annotations: map[string]string{},
 		Finalizers: []string{FinalizerDeletion}},
 		Spec: v1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: policy,
 			ClaimRef: &v1.ObjectReference{Namespace: "ns", Name: "data-web-0", UID: "uid-1"}}}
+	if len(marks) > 0 {
+		pv.Annotations[AnnLostClaim] = "uid-1"
+	}
 	for i := 0; i+1 < len(marks); i += 2 {
 		pv.Annotations[marks[i]] = marks[i+1]
 	}
@@ -117,8 +121,11 @@ func TestDecideFollow(t *testing.T) {
 	}{
 		{"Delete: the claim is deleted", v1.PersistentVolumeReclaimDelete, nil, boundClaim(), true, oos, DeleteClaim},
 		{"Retain: the claim is deleted", v1.PersistentVolumeReclaimRetain, nil, boundClaim(), true, oos, DeleteClaim},
-		{"node back before the claim's deletion: cancelled", v1.PersistentVolumeReclaimDelete, nil, boundClaim(), true, back, Unmark},
-		{"policy removed before the claim's deletion: cancelled", v1.PersistentVolumeReclaimDelete, nil, boundClaim(), false, oos, Unmark},
+		{"node back before the claim's deletion: cancelled (if the API server agrees)", v1.PersistentVolumeReclaimDelete, nil, boundClaim(), true, back, Cancel},
+		{"policy removed before the claim's deletion: cancelled (if the API server agrees)", v1.PersistentVolumeReclaimDelete, nil, boundClaim(), false, oos, Cancel},
+		{"affinity pins another node before the claim's deletion: cancelled", v1.PersistentVolumeReclaimDelete, nil, boundClaim(), true,
+			Node{Name: "node-3", Loss: Deleted, Since: t0}, Cancel},
+		{"affinity pins no node any more: cancelled", v1.PersistentVolumeReclaimDelete, nil, boundClaim(), true, Node{}, Cancel},
 		{"node unknown (restarted binder): the mark's node stands", v1.PersistentVolumeReclaimDelete, nil, boundClaim(), true,
 			Node{Name: "node-2", Loss: Deleted, Since: t0}, DeleteClaim},
 		{"claim Terminating (a pod on the node holds it)", v1.PersistentVolumeReclaimDelete, nil, deleting(boundClaim()), true, oos, WaitClaim},
@@ -163,28 +170,30 @@ func TestDecideEligible(t *testing.T) {
 		want  Op
 	}{
 		{"bound, node lost", nil, boundClaim(), oos, MarkLost},
-		{"claim gone already (Released): its PV goes too", nil, nil, oos, MarkLost},
+		{"claim gone already (the user deleted it): its PV takes the usual way", nil, nil, oos, Nothing},
+		{"claim being deleted by the user: its PV takes the usual way", nil, deleting(boundClaim()), oos, Nothing},
+		{"claim made after the loss: its grace starts when it was made", nil, madeAt(boundClaim(), t0.Add(time.Hour)), oos, MarkLost},
 		{"no claimRef (Available)", func(pv *v1.PersistentVolume) { pv.Spec.ClaimRef = nil }, nil, oos, Nothing},
 		{"pre-bound, no UID", func(pv *v1.PersistentVolume) { pv.Spec.ClaimRef.UID = "" }, nil, oos, Nothing},
 		{"claim not bound to it (yet)", nil, &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{UID: "uid-1"}}, oos, Nothing},
 		{"affinity names no single node", nil, boundClaim(), Node{}, Nothing},
 		{"marked for another node: marked again", func(pv *v1.PersistentVolume) {
-			pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "node-3", rfc(t0)
+			pv.Annotations[AnnLostClaim], pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "uid-1", "node-3", rfc(t0)
 		}, boundClaim(), oos, MarkLost},
 		{"marked before this binder's first sight (it restarted): timed again from it", func(pv *v1.PersistentVolume) {
-			pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "node-2", rfc(t0.Add(-time.Hour))
+			pv.Annotations[AnnLostClaim], pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "uid-1", "node-2", rfc(t0.Add(-time.Hour))
 		}, boundClaim(), oos, MarkLost},
 		{"marked at this binder's first sight, to the second (the mark has no fraction): waits", func(pv *v1.PersistentVolume) {
-			pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "node-2", rfc(t0.Add(900*time.Millisecond))
+			pv.Annotations[AnnLostClaim], pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "uid-1", "node-2", rfc(t0.Add(900*time.Millisecond))
 		}, boundClaim(), Node{Name: "node-2", Loss: OutOfService, Since: t0.Add(900 * time.Millisecond)}, WaitGrace},
 		{"marked at this binder's first sight: waits", func(pv *v1.PersistentVolume) {
-			pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "node-2", rfc(t0)
+			pv.Annotations[AnnLostClaim], pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "uid-1", "node-2", rfc(t0)
 		}, boundClaim(), oos, WaitGrace},
 		{"mark with an unreadable time: marked again", func(pv *v1.PersistentVolume) {
-			pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "node-2", "yesterday"
+			pv.Annotations[AnnLostClaim], pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "uid-1", "node-2", "yesterday"
 		}, boundClaim(), oos, MarkLost},
 		{"unreadable mark, node back: unmarked", func(pv *v1.PersistentVolume) {
-			pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "node-2", "yesterday"
+			pv.Annotations[AnnLostClaim], pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "uid-1", "node-2", "yesterday"
 		}, boundClaim(), Node{Name: "node-2"}, Unmark},
 	}
 	for _, tt := range tests {
@@ -228,4 +237,9 @@ func TestStateOf(t *testing.T) {
 			}
 		})
 	}
+}
+
+func madeAt(c *v1.PersistentVolumeClaim, at time.Time) *v1.PersistentVolumeClaim {
+	c.CreationTimestamp = metav1.NewTime(at)
+	return c
 }

@@ -1,17 +1,3 @@
-// Package nodeloss names tether's opt-in release of claims whose node is
-// lost, and decides each of its steps. A StorageClass opts in with
-// AnnPolicy; tether's binder then releases a bound claim whose volume's
-// node affinity names one node, once that node has been lost (deleted, or
-// tainted node.kubernetes.io/out-of-service) for the grace period: the
-// claim is deleted, so that its StatefulSet makes it again from its
-// template and its pod runs elsewhere, and the PV goes (Delete) or stays
-// Released (Retain), never through the driver's DeleteVolume. The
-// sequence and why it loses nothing that still exists are in
-// docs/design.md ("Node loss").
-//
-// The decisions are pure (Decide, NodeOf); Tracker keeps what node
-// events said, for the binder and for the provisioner's in-flight record,
-// whose node-gone path follows the same rules and the same grace.
 package nodeloss
 
 import (
@@ -27,23 +13,36 @@ import (
 // without it.
 const AnnPolicy = "tether.dev/release-on-node-loss"
 
-// The binder's marks on a PV. AnnLostNode and AnnLostSince are written when
-// the binder first sees the one node of the PV lost, with AnnReleaseAfter
-// (when the grace ends: for people and kubectl tether why; the binder
-// reads the other two), and dropped if the node comes back before the
-// release; AnnReleased when it decides to release, before it deletes the
-// claim. A PV that carries AnnReleased never gets a DeleteVolume: its node
-// is gone, or was, and what is on its disk is left to that node's orphan
-// sweep.
+// The binder's marks on a PV. AnnLostNode, AnnLostSince and AnnLostClaim
+// (the UID of the claim they concern) are written when the binder first
+// sees the node the PV is pinned to lost, with AnnReleaseAfter (when the
+// claim's grace ends: for people and kubectl tether why; the binder reads
+// the others), and dropped if the node comes back before the release;
+// AnnReleased when it decides to release, before it deletes the claim. A
+// PV that carries AnnReleased never gets a DeleteVolume: its node is gone,
+// or was, and what is on its disk is left to that node's orphan sweep.
+// Marks that name another claim than the PV's claimRef (an admin bound
+// the PV again) are that claim's: the bound claim is a new case.
 const (
 	AnnLostNode     = "tether.dev/lost-node"
 	AnnLostSince    = "tether.dev/lost-since"
+	AnnLostClaim    = "tether.dev/lost-claim"
 	AnnReleaseAfter = "tether.dev/release-after"
 	AnnReleased     = "tether.dev/released-for-node-loss"
 )
 
 // Marks are every annotation the binder writes on a PV for node loss.
-var Marks = []string{AnnLostNode, AnnLostSince, AnnReleaseAfter, AnnReleased}
+var Marks = []string{AnnLostNode, AnnLostSince, AnnLostClaim, AnnReleaseAfter, AnnReleased}
+
+// Marked reports whether a PV carries any of the marks.
+func Marked(pv *v1.PersistentVolume) bool {
+	for _, k := range Marks {
+		if _, ok := pv.Annotations[k]; ok {
+			return true
+		}
+	}
+	return false
+}
 
 // FinalizerDeletion is external-provisioner's (and tether's provisioner's)
 // deletion finalizer on the PVs it made: the binder removes it from a

@@ -5,67 +5,137 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	storagehelpers "k8s.io/component-helpers/storage/volume"
 )
 
 // Tracker keeps what a node informer's events said of each node: its
-// labels (kept after its deletion, to tell which PVs named it), and
-// whether and since when it is lost. A loss is timed from the first event
-// that showed it (or the taint's timeAdded, when set and earlier), and
-// ends with the first event that shows the node back; a loss that follows
-// another with no event in between (a relist) counts from the first.
+// labels (kept for a while after its deletion, to tell which PVs it was
+// pinned by), and whether and since when it is lost. A loss is timed from
+// the first event that showed it (or the taint's timeAdded, when set and
+// earlier), and ends with the first event that shows the node back; a loss
+// that follows another with no event in between (a relist) counts from the
+// first.
+//
+// A deleted node is forgotten once it has been deleted for longer than
+// the tracker's keep, so that what it holds is bounded by the nodes that
+// exist and those deleted within keep, however many nodes come and go. A
+// PV of a forgotten node that its marks name is still decided on (the
+// caller asks the API server about that node, and times its loss from
+// then: later, never sooner); one without marks is no longer seen as
+// pinned to a lost node.
 type Tracker struct {
-	now   func() time.Time
+	now  func() time.Time
+	keep time.Duration
+
 	mu    sync.Mutex
 	nodes map[string]*tracked
-	lost  map[string]*tracked
+	// hostnames maps a kubernetes.io/hostname label to the node that
+	// carries it, where that is not the node's name ("" when two do).
+	hostnames map[string]string
+	// deleted are the deletions in the order they were seen, to forget.
+	deleted []deletion
+	lost    int
 }
 
 type tracked struct {
-	labels  map[string]string
-	present bool
-	state   Node
+	labels    map[string]string
+	state     Node
+	deletedAt time.Time // zero while the node exists
 }
 
-// NewTracker returns an empty Tracker on a clock.
-func NewTracker(now func() time.Time) *Tracker {
-	return &Tracker{now: now, nodes: map[string]*tracked{}, lost: map[string]*tracked{}}
+type deletion struct {
+	name string
+	at   time.Time
+}
+
+// NewTracker returns an empty Tracker on a clock that forgets a deleted
+// node keep after its deletion was seen (0: never). The binder and the
+// provisioner keep twice their grace: a loss is decided on within it.
+func NewTracker(now func() time.Time, keep time.Duration) *Tracker {
+	return &Tracker{now: now, keep: keep, nodes: map[string]*tracked{}, hostnames: map[string]string{}}
 }
 
 // Observe takes in a node's new state (node nil: deleted) and reports
-// whether its loss began or ended, with the labels it had, so that the
-// caller can look at the PVs that name it.
-func (t *Tracker) Observe(name string, node *v1.Node) (changed bool, labels map[string]string) {
+// whether its loss began or ended, so that the caller can look at the PVs
+// that name it.
+func (t *Tracker) Observe(name string, node *v1.Node) (changed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.now()
+	t.expire(now)
 	e := t.nodes[name]
 	if e == nil {
 		e = &tracked{}
 		t.nodes[name] = e
 	}
-	next := StateOf(name, node, t.now())
+	next := StateOf(name, node, now)
 	wasLost := e.state.Loss != NotLost
 	if wasLost && next.Loss != NotLost && e.state.Since.Before(next.Since) {
 		next.Since = e.state.Since // one loss (tainted, then deleted)
 	}
+	isLost := next.Loss != NotLost
 	e.state = next
-	e.present = node != nil
-	if node != nil {
-		e.labels = node.Labels
+	switch {
+	case node != nil:
+		e.deletedAt = time.Time{}
+		t.setLabels(name, e, node.Labels)
+	case e.deletedAt.IsZero():
+		e.deletedAt = now
+		t.deleted = append(t.deleted, deletion{name, now})
 	}
-	if next.Loss != NotLost {
-		t.lost[name] = e
-	} else {
-		delete(t.lost, name)
+	if wasLost != isLost {
+		if isLost {
+			t.lost++
+		} else {
+			t.lost--
+		}
 	}
-	return wasLost != (next.Loss != NotLost), e.labels
+	return wasLost != isLost
+}
+
+// setLabels keeps a node's labels and its hostname alias.
+func (t *Tracker) setLabels(name string, e *tracked, labels map[string]string) {
+	if old := e.labels[HostnameLabel]; old != "" && old != labels[HostnameLabel] && t.hostnames[old] == name {
+		delete(t.hostnames, old)
+	}
+	e.labels = labels
+	if h := labels[HostnameLabel]; h != "" && h != name {
+		if other, ok := t.hostnames[h]; ok && other != name {
+			t.hostnames[h] = "" // two nodes: it names neither
+		} else {
+			t.hostnames[h] = name
+		}
+	}
+}
+
+// expire forgets the nodes deleted for longer than keep.
+func (t *Tracker) expire(now time.Time) {
+	if t.keep <= 0 {
+		return
+	}
+	for len(t.deleted) > 0 && now.Sub(t.deleted[0].at) > t.keep {
+		d := t.deleted[0]
+		t.deleted = t.deleted[1:]
+		e := t.nodes[d.name]
+		if e == nil || !e.deletedAt.Equal(d.at) {
+			continue // back since, or deleted again later
+		}
+		if h := e.labels[HostnameLabel]; h != "" && t.hostnames[h] == d.name {
+			delete(t.hostnames, h)
+		}
+		if e.state.Loss != NotLost {
+			t.lost--
+		}
+		delete(t.nodes, d.name)
+	}
 }
 
 // Get is what the events said of a node; known is false when none named
-// it (a node deleted before this process started, or not listed yet).
+// it (a node deleted before this process started, or forgotten since, or
+// not listed yet).
 func (t *Tracker) Get(name string) (Node, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.expire(t.now())
 	e, ok := t.nodes[name]
 	if !ok {
 		return Node{Name: name}, false
@@ -73,43 +143,55 @@ func (t *Tracker) Get(name string) (Node, bool) {
 	return e.state, true
 }
 
-// VolumeNode names the one lost node a PV's node affinity names, among
-// the nodes the events showed: "" when its affinity names no lost node,
-// or more than one node (lost or not). It is cheap when no node is lost.
-func (t *Tracker) VolumeNode(pv *v1.PersistentVolume) string {
-	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
-		return ""
-	}
+// Len is how many nodes the tracker holds.
+func (t *Tracker) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.lost) == 0 {
-		return ""
-	}
-	found := ""
-	for name, e := range t.lost {
-		if e.labels != nil && storagehelpers.CheckNodeAffinity(pv, e.labels) == nil {
-			if found != "" {
-				return ""
-			}
-			found = name
-		}
-	}
-	if found == "" {
-		return ""
-	}
-	for name, e := range t.nodes {
-		if name != found && e.labels != nil && storagehelpers.CheckNodeAffinity(pv, e.labels) == nil {
-			return ""
-		}
-	}
-	return found
+	return len(t.nodes)
 }
 
-// Matches reports whether a PV's node affinity admits a node's labels as
-// the events showed them last (false for a node never shown).
-func (t *Tracker) Matches(pv *v1.PersistentVolume, name string) bool {
+// Pinned is Pinned with what the events showed: (key, v) names node v
+// when v carries the label key=v, or the node whose hostname label is v
+// when key is kubernetes.io/hostname. marked is a node the PV's marks
+// name: (key, marked) names it under any key when no event showed its
+// labels (it may be gone since before this process started).
+func (t *Tracker) Pinned(pv *v1.PersistentVolume, marked string) string {
+	if pv.Spec.NodeAffinity == nil {
+		return ""
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.nodes[name]
-	return ok && e.labels != nil && pv.Spec.NodeAffinity != nil && storagehelpers.CheckNodeAffinity(pv, e.labels) == nil
+	return Pinned(pv, func(key, value string) string { return t.resolve(key, value, marked) })
+}
+
+func (t *Tracker) resolve(key, value, marked string) string {
+	if e := t.nodes[value]; e != nil && e.labels != nil {
+		if e.labels[key] == value {
+			return value
+		}
+	} else if value == marked {
+		return value
+	}
+	if key == HostnameLabel {
+		return t.hostnames[value]
+	}
+	return ""
+}
+
+// LostNode names the lost node a PV is pinned to (by what the events
+// showed), or "". It is cheap: no node is walked.
+func (t *Tracker) LostNode(pv *v1.PersistentVolume) string {
+	if pv.Spec.NodeAffinity == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lost == 0 {
+		return ""
+	}
+	name := Pinned(pv, func(key, value string) string { return t.resolve(key, value, "") })
+	if e := t.nodes[name]; e != nil && e.state.Loss != NotLost {
+		return name
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package nodeloss
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -19,58 +20,68 @@ func node(name string, tainted bool) *v1.Node {
 }
 
 func pvAffinity(key string, values ...string) *v1.PersistentVolume {
-	return &v1.PersistentVolume{Spec: v1.PersistentVolumeSpec{NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{
-		NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{
-			{Key: key, Operator: v1.NodeSelectorOpIn, Values: values}}}}}}}}
+	return pvTerms([]v1.NodeSelectorRequirement{{Key: key, Operator: v1.NodeSelectorOpIn, Values: values}})
+}
+
+func pvTerms(terms ...[]v1.NodeSelectorRequirement) *v1.PersistentVolume {
+	sel := &v1.NodeSelector{}
+	for _, reqs := range terms {
+		sel.NodeSelectorTerms = append(sel.NodeSelectorTerms, v1.NodeSelectorTerm{MatchExpressions: reqs})
+	}
+	return &v1.PersistentVolume{Spec: v1.PersistentVolumeSpec{NodeAffinity: &v1.VolumeNodeAffinity{Required: sel}}}
+}
+
+func in(key string, values ...string) v1.NodeSelectorRequirement {
+	return v1.NodeSelectorRequirement{Key: key, Operator: v1.NodeSelectorOpIn, Values: values}
 }
 
 func TestTracker(t *testing.T) {
 	now := t0
-	tr := NewTracker(func() time.Time { return now })
+	tr := NewTracker(func() time.Time { return now }, 0)
 	for _, n := range []string{"node-1", "node-2"} {
-		if changed, _ := tr.Observe(n, node(n, false)); changed {
+		if tr.Observe(n, node(n, false)) {
 			t.Errorf("%s: a Ready node's first event changed its loss", n)
 		}
 	}
 	local := pvAffinity(hostKey, "node-2")
 	zonal := pvAffinity("zone", "a")
-	if got := tr.VolumeNode(local); got != "" {
-		t.Errorf("no node lost: VolumeNode %q", got)
+	if got := tr.LostNode(local); got != "" {
+		t.Errorf("no node lost: LostNode %q", got)
 	}
 
 	now = t0.Add(time.Minute)
-	if changed, labels := tr.Observe("node-2", node("node-2", true)); !changed || labels[hostKey] != "node-2" {
-		t.Errorf("taint: changed %v, labels %v", changed, labels)
+	if !tr.Observe("node-2", node("node-2", true)) {
+		t.Error("taint: no change")
 	}
-	if got := tr.VolumeNode(local); got != "node-2" {
+	if got := tr.LostNode(local); got != "node-2" {
 		t.Errorf("local PV of a tainted node: %q", got)
 	}
-	if got := tr.VolumeNode(zonal); got != "" {
-		t.Errorf("a PV of both nodes' zone names one node: %q", got)
+	if got := tr.LostNode(zonal); got != "" {
+		t.Errorf("a zonal PV names a node: %q", got)
 	}
-	if got := tr.VolumeNode(&v1.PersistentVolume{}); got != "" {
+	if got := tr.LostNode(&v1.PersistentVolume{}); got != "" {
 		t.Errorf("a PV without affinity names %q", got)
 	}
 
 	// Deleted after the taint: one loss, timed from the taint.
 	now = t0.Add(2 * time.Minute)
-	if changed, _ := tr.Observe("node-2", nil); changed {
+	if tr.Observe("node-2", nil) {
 		t.Error("deleting a tainted node began a new loss")
 	}
 	got, known := tr.Get("node-2")
 	if !known || got.Loss != Deleted || !got.Since.Equal(t0.Add(time.Minute)) {
 		t.Errorf("deleted node: %+v known %v", got, known)
 	}
-	if got := tr.VolumeNode(local); got != "node-2" {
+	if got := tr.LostNode(local); got != "node-2" {
 		t.Errorf("local PV of a deleted node (labels remembered): %q", got)
 	}
 
 	// Back: a new loss later is timed from then.
 	now = t0.Add(3 * time.Minute)
-	if changed, _ := tr.Observe("node-2", node("node-2", false)); !changed {
+	if !tr.Observe("node-2", node("node-2", false)) {
 		t.Error("the node's return did not end its loss")
 	}
-	if got := tr.VolumeNode(local); got != "" {
+	if got := tr.LostNode(local); got != "" {
 		t.Errorf("node back: %q", got)
 	}
 	now = t0.Add(4 * time.Minute)
@@ -80,5 +91,110 @@ func TestTracker(t *testing.T) {
 	}
 	if _, known := tr.Get("node-9"); known {
 		t.Error("a node no event named is known")
+	}
+}
+
+// TestPinned: what pins a PV to a node, and what does not (issue 33's
+// defect 4: a zone that holds one node is not that node's).
+func TestPinned(t *testing.T) {
+	now := t0
+	tr := NewTracker(func() time.Time { return now }, 0)
+	tr.Observe("node-1", node("node-1", false))
+	tr.Observe("node-2", node("node-2", true))
+	fqdn := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-3.example.com", Labels: map[string]string{hostKey: "node-3", "zone": "b"}}}
+	tr.Observe(fqdn.Name, fqdn)
+	csiKey := "topology.local.csi.tether.dev/node"
+	tr.Observe("node-4", &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-4", Labels: map[string]string{hostKey: "node-4", csiKey: "node-4"}}})
+	tests := []struct {
+		name   string
+		pv     *v1.PersistentVolume
+		marked string
+		want   string
+	}{
+		{"hostname", pvAffinity(hostKey, "node-2"), "", "node-2"},
+		{"a CSI driver's node key", pvAffinity(csiKey, "node-4"), "", "node-4"},
+		{"a driver's node key and zone in one term", pvTerms([]v1.NodeSelectorRequirement{in("zone", "a"), in(csiKey, "node-4")}), "", "node-4"},
+		{"hostname label that is not the node's name", pvAffinity(hostKey, "node-3"), "", "node-3.example.com"},
+		{"zone with one node", pvAffinity("zone", "b"), "", ""},
+		{"zone named like no node", pvAffinity("zone", "a"), "", ""},
+		{"two hosts in one requirement", pvAffinity(hostKey, "node-1", "node-2"), "", ""},
+		{"two terms, two nodes", pvTerms([]v1.NodeSelectorRequirement{in(hostKey, "node-1")}, []v1.NodeSelectorRequirement{in(hostKey, "node-2")}), "", ""},
+		{"two terms, one node", pvTerms([]v1.NodeSelectorRequirement{in(hostKey, "node-2")}, []v1.NodeSelectorRequirement{in(csiKey, "node-2"), in(hostKey, "node-2")}), "", "node-2"},
+		{"a term pins nothing", pvTerms([]v1.NodeSelectorRequirement{in(hostKey, "node-2")}, []v1.NodeSelectorRequirement{in("zone", "a")}), "", ""},
+		{"one term, two nodes", pvTerms([]v1.NodeSelectorRequirement{in(hostKey, "node-1"), in(csiKey, "node-4")}), "", ""},
+		{"NotIn", pvTerms([]v1.NodeSelectorRequirement{{Key: hostKey, Operator: v1.NodeSelectorOpNotIn, Values: []string{"node-1"}}}), "", ""},
+		{"a node's name under a key it does not carry", pvAffinity("rack", "node-2"), "", ""},
+		{"unknown node", pvAffinity(hostKey, "node-9"), "", ""},
+		{"unknown node its mark names", pvAffinity(csiKey, "node-9"), "node-9", "node-9"},
+		{"known node its mark names, under a key it does not carry", pvAffinity("rack", "node-2"), "node-2", ""},
+		{"no affinity", &v1.PersistentVolume{}, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tr.Pinned(tt.pv, tt.marked); got != tt.want {
+				t.Errorf("Pinned %q, want %q", got, tt.want)
+			}
+		})
+	}
+	// Two nodes with one hostname label: it names neither.
+	tr.Observe("node-5.example.com", &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-5.example.com", Labels: map[string]string{hostKey: "node-3"}}})
+	if got := tr.Pinned(pvAffinity(hostKey, "node-3"), ""); got != "" {
+		t.Errorf("a hostname label two nodes carry pins %q", got)
+	}
+}
+
+// TestTrackerForgetsDeletedNodes: thousands of nodes come and go; the
+// tracker holds the nodes that exist and those deleted within its keep,
+// and a PV's check walks no node (issue 33's defect 2).
+func TestTrackerForgetsDeletedNodes(t *testing.T) {
+	now := t0
+	keep := 10 * time.Minute
+	tr := NewTracker(func() time.Time { return now }, keep)
+	tr.Observe("node-0", node("node-0", false))
+	for i := 1; i <= 2000; i++ {
+		name := fmt.Sprintf("spot-%d", i)
+		tr.Observe(name, node(name, false))
+		now = now.Add(time.Second)
+		tr.Observe(name, nil)
+	}
+	// The last keep's deletions are kept (one a second), no more.
+	if got, want := tr.Len(), 1+int(keep/time.Second); got > want+1 || got < want-1 {
+		t.Errorf("tracker holds %d nodes, want about %d (node-0 and the last %s of deletions)", got, want, keep)
+	}
+	if _, known := tr.Get("spot-1"); known {
+		t.Error("a node deleted long ago is still known")
+	}
+	if got := tr.LostNode(pvAffinity(hostKey, "spot-2000")); got != "spot-2000" {
+		t.Errorf("a node deleted within keep: LostNode %q", got)
+	}
+	if got := tr.LostNode(pvAffinity(hostKey, "spot-1")); got != "" {
+		t.Errorf("a forgotten node: LostNode %q", got)
+	}
+	// A node that came back is not forgotten for its old deletion.
+	tr.Observe("node-0", nil)
+	now = now.Add(time.Second)
+	tr.Observe("node-0", node("node-0", false))
+	now = now.Add(2 * keep)
+	tr.Observe("node-x", node("node-x", false))
+	if _, known := tr.Get("node-0"); !known {
+		t.Error("a node back since its deletion was forgotten")
+	}
+	if got := tr.Len(); got != 2 {
+		t.Errorf("after the keep: %d nodes, want 2", got)
+	}
+}
+
+func BenchmarkLostNodeAfterChurn(b *testing.B) {
+	now := t0
+	tr := NewTracker(func() time.Time { return now }, time.Hour)
+	for i := 0; i < 2000; i++ {
+		name := fmt.Sprintf("spot-%d", i)
+		tr.Observe(name, node(name, false))
+		tr.Observe(name, nil)
+	}
+	pv := pvAffinity(hostKey, "node-1")
+	b.ResetTimer()
+	for b.Loop() {
+		tr.LostNode(pv)
 	}
 }

@@ -65,10 +65,11 @@ func (p *Provisioner) NewInFlight(o InFlightOptions) (*InFlight, error) {
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "in-flight"}),
 		abandoned: prometheus.NewCounter(prometheus.CounterOpts{Name: "tether_provisioner_abandoned_volumes_total",
 			Help: "Volumes made for a claim and never saved in a PV whose clean-up could never complete (their class or secret is gone for good, or the driver does not say their handle); each is reported in a VolumeCleanupAbandoned event on its StorageClass or CSIDriver."}),
-		lost: nodeloss.NewTracker(func() time.Time { return p.now() })}
+	}
 	if r.o.NodeLossGrace <= 0 {
 		r.o.NodeLossGrace = nodeloss.DefaultGrace
 	}
+	r.lost = nodeloss.NewTracker(func() time.Time { return p.now() }, 2*r.o.NodeLossGrace)
 	if o.Nodes != nil {
 		if _, err := o.Nodes.AddEventHandler(r.nodeHandler()); err != nil {
 			return nil, err
