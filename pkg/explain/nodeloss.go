@@ -58,10 +58,15 @@ func nodeLossOf(pv *v1.PersistentVolume) *NodeLoss {
 }
 
 // nodeLossOfClaim is the node loss of the claim's own volume (its claimRef
-// is this claim), nil for none.
+// is this claim, and the marks name it), nil for none. Marks that name
+// another claim are an earlier claim's, on a PV bound again: the binder
+// marks it anew for this one.
 func (w *world) nodeLossOfClaim() *NodeLoss {
 	pv := w.volume(w.claim.Spec.VolumeName)
 	if pv == nil || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != w.claim.UID {
+		return nil
+	}
+	if uid, ok := pv.Annotations[nodeloss.AnnLostClaim]; ok && uid != string(w.claim.UID) {
 		return nil
 	}
 	return nodeLossOf(pv)
