@@ -66,6 +66,9 @@ func (c *Controller) applyNodeLoss(ctx context.Context, in nodeloss.Input, step 
 		if lost, err := c.lostOnServer(ctx, node.Name); err != nil || !lost {
 			return c.notLost(ctx, pv, node.Name, err)
 		}
+		if on, err := c.policyOnServer(ctx, pv); err != nil || !on {
+			return c.notLost(ctx, pv, node.Name, err)
+		}
 		ref := pv.Spec.ClaimRef
 		err := c.opts.Client.CoreV1().PersistentVolumeClaims(ref.Namespace).Delete(ctx, ref.Name,
 			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ref.UID}})
@@ -138,14 +141,25 @@ func (c *Controller) claimDeletionSent(ctx context.Context, pv *v1.PersistentVol
 	return true, nil
 }
 
-// notLost: the API server says the node is not lost (or could not be
-// asked). The tracker learns of it from its informer; the PV is looked at
-// again shortly.
+// policyOnServer reports whether the API server says the PV's class opts
+// in now: an admin who opted out (or deleted the class) just before the
+// claim's deletion is heard even if the cache has not seen it yet.
+func (c *Controller) policyOnServer(ctx context.Context, pv *v1.PersistentVolume) (bool, error) {
+	class, err := c.opts.Client.StorageV1().StorageClasses().Get(ctx, storagehelpers.GetPersistentVolumeClass(pv), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil && nodeloss.Policy(class), err
+}
+
+// notLost: the API server says the node is not lost, or the class opts
+// in no more (or could not be asked). The caches learn of it from their
+// informers; the PV is looked at again shortly.
 func (c *Controller) notLost(ctx context.Context, pv *v1.PersistentVolume, node string, err error) error {
 	if err != nil {
 		return err
 	}
-	klog.FromContext(ctx).V(2).Info("The node is not lost on the API server's word; not releasing", "node", node)
+	klog.FromContext(ctx).V(2).Info("The node is not lost, or the class opts in no more, on the API server's word; not releasing", "node", node)
 	c.volumeQueue.AddAfter(pv.Name, 5*time.Second)
 	return nil
 }

@@ -399,3 +399,23 @@ func TestNodeLossUserDeletedClaimTakesTheUsualWay(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeLossOptOutOnServerStopsTheClaimDeletion: an admin opts the
+// class out after the release was decided; the binder's cache still says
+// it opts in. The claim's deletion asks the API server, as for the node,
+// and is not sent.
+func TestNodeLossOptOutOnServerStopsTheClaimDeletion(t *testing.T) {
+	claim, pv := boundPair("data-0", "release", "node-2", v1.PersistentVolumeReclaimDelete)
+	marked(pv, "node-2", string(claim.UID), true)
+	b := newLossBinder(t, releaseClass(), claim, pv)
+	b.nodeGone("node-2")
+	b.now = lossT0.Add(lossGrace + time.Minute)
+	out := newClass("release", "local.csi.tether.dev", wffc())
+	if _, err := b.client.StorageV1().StorageClasses().Update(context.Background(), out, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.sync(pv.Name)
+	if d := b.deletes("persistentvolumeclaims"); len(d) > 0 {
+		t.Errorf("claims deleted though the class opts in no more on the API server: %v", d)
+	}
+}

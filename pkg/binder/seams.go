@@ -74,3 +74,7 @@ func (c *Controller) SyncClaim(ctx context.Context, key string) error { return c
 func (c *Controller) SyncVolume(ctx context.Context, name string) error {
 	return c.syncVolume(ctx, name)
 }
+
+// NodesTracked is how many nodes the node-loss tracker holds: those that
+// exist and those deleted within twice the grace.
+func (c *Controller) NodesTracked() int { return c.nodeLoss.tracker.Len() }
