@@ -78,3 +78,10 @@ func (c *Controller) SyncVolume(ctx context.Context, name string) error {
 // NodesTracked is how many nodes the node-loss tracker holds: those that
 // exist and those deleted within twice the grace.
 func (c *Controller) NodesTracked() int { return c.nodeLoss.tracker.Len() }
+
+// KnowsNode reports whether the node-loss tracker knows a node (it has
+// not forgotten it, or never saw it).
+func (c *Controller) KnowsNode(name string) bool {
+	_, known := c.nodeLoss.tracker.Get(name)
+	return known
+}

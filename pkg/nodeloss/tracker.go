@@ -143,10 +143,12 @@ func (t *Tracker) Get(name string) (Node, bool) {
 	return e.state, true
 }
 
-// Len is how many nodes the tracker holds.
+// Len is how many nodes the tracker holds, once those deleted for longer
+// than keep are forgotten.
 func (t *Tracker) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.expire(t.now())
 	return len(t.nodes)
 }
 

@@ -31,15 +31,26 @@ func (w *World) checkHandOff(key string) {
 	}
 	for _, name := range w.bind.firstPVs {
 		pv, ok := w.api.peek(rVolumes, name).(*v1.PersistentVolume)
-		if !ok || !preBoundFits(pv, c) {
+		if !ok || !preBoundFits(pv, c) || !w.fitsSelectedNode(pv, c) {
 			continue
 		}
 		w.violate("the binder handed claim %s to the provisioner while PV %s, pre-bound to it and in its first list, waits for it", key, pv.Name)
 	}
 }
 
+// fitsSelectedNode reports whether a PV's node affinity (a zonal PV's)
+// admits the node the scheduler chose for the claim, if any.
+func (w *World) fitsSelectedNode(pv *v1.PersistentVolume, c *v1.PersistentVolumeClaim) bool {
+	name := c.Annotations[storagehelpers.AnnSelectedNode]
+	if pv.Spec.NodeAffinity == nil || name == "" {
+		return true
+	}
+	node, ok := w.api.peek(rNodes, name).(*v1.Node)
+	return ok && storagehelpers.CheckNodeAffinity(pv, node.Labels) == nil
+}
+
 // preBoundFits reports whether a static PV is pre-bound to a claim and
-// fits it (the sim's static PVs have no node affinity).
+// fits it, its node affinity aside (fitsSelectedNode).
 func preBoundFits(pv *v1.PersistentVolume, c *v1.PersistentVolumeClaim) bool {
 	ref := pv.Spec.ClaimRef
 	if ref == nil || ref.Namespace != c.Namespace || ref.Name != c.Name || (ref.UID != "" && ref.UID != c.UID) ||

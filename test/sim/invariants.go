@@ -85,6 +85,7 @@ func (w *World) checkDelete(v *backendVolume) {
 // tracked (by one PV, or by a record) or deleted; no PV is named by two
 // bound claims; no claim is Lost while its PV is bound to it.
 func (w *World) checkStep() {
+	w.checkTracker()
 	w.checkCapacities()
 	w.checkCloneSources()
 	pvsByHandle := map[string]int{}

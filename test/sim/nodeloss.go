@@ -45,7 +45,8 @@ import (
 // simGrace is the node-loss grace of the simulated binder and provisioners.
 const simGrace = 30 * time.Second
 
-// policyClass reports whether a class of the simulated cluster opts in.
+// policyClass reports whether a class of the simulated cluster opts in
+// when it is made.
 func policyClass(name string) bool { return name == classWFFC || name == classRetain }
 
 // lossState is the simulator's memory of node loss.
@@ -66,11 +67,26 @@ type lossState struct {
 	claims  []*v1.PersistentVolumeClaim
 	// counts of what happened, for the run's summary.
 	claimsDeleted, pvsDeleted, remade int
+
+	// policyEver: classes that opted in at some time (a binder's cache may
+	// still say so); zonal: the PVs of a zone; rebound counts the kept PVs
+	// bound again; spotSeq names the autoscaler's nodes.
+	policyEver map[string]bool
+	zonal      map[string]bool
+	rebound    int
+	spotSeq    int
+	// deleteSent: claim UIDs whose deletion the binder sent for node loss;
+	// graceFrom: when each claim's grace started, as its marks said.
+	deleteSent map[string]bool
+	graceFrom  map[string]time.Time
+	// goneSeen[who][node] is when the process who saw the node deleted.
+	goneSeen map[string]map[string]time.Time
 }
 
 func newLossState() lossState {
 	return lossState{lost: map[string]bool{}, down: map[string]bool{}, seen: map[string]map[string]time.Time{}, released: map[string]bool{},
-		givenUp: map[string]bool{}}
+		givenUp: map[string]bool{}, policyEver: map[string]bool{classWFFC: true, classRetain: true}, zonal: map[string]bool{},
+		deleteSent: map[string]bool{}, graceFrom: map[string]time.Time{}, goneSeen: map[string]map[string]time.Time{}}
 }
 
 // observe is what a process saw of a node (nil: deleted).
@@ -129,6 +145,7 @@ func (w *World) watchNodeHandlerOf(inf *informer, name func() string) {
 			}
 			if deleted {
 				w.observe(name(), n.Name, nil)
+				w.nodeGoneSeen(name(), n.Name)
 			} else {
 				w.observe(name(), n.Name, n)
 			}
@@ -283,7 +300,8 @@ func (w *World) upProvs() []*provProc {
 
 // lossCounts say how much of node loss a schedule went through.
 func (w *World) lossCounts() map[string]int {
-	c := map[string]int{"claims released": w.loss.claimsDeleted, "PVs deleted": w.loss.pvsDeleted, "claims made again": w.loss.remade}
+	c := map[string]int{"claims released": w.loss.claimsDeleted, "PVs deleted": w.loss.pvsDeleted, "claims made again": w.loss.remade,
+		"kept PVs bound again": w.loss.rebound, "zonal PVs": len(w.loss.zonal), "autoscaler nodes": w.loss.spotSeq}
 	for _, e := range w.events {
 		switch {
 		case e.kind == "*v1.PersistentVolume" && (e.reason == "NodeLost" || e.reason == "ReleasedForNodeLoss" || e.reason == "NodeBack"):
@@ -304,7 +322,7 @@ func (w *World) lossCounts() map[string]int {
 func (w *World) boundOn() map[string]bool {
 	out := map[string]bool{}
 	for _, pv := range w.api.volumes() {
-		if pv.Status.Phase == v1.VolumeBound && policyClass(pv.Spec.StorageClassName) && pv.Spec.NodeAffinity != nil {
+		if pv.Status.Phase == v1.VolumeBound && w.policyOn(pv.Spec.StorageClassName) && pv.Spec.NodeAffinity != nil {
 			for _, n := range nodeNames {
 				if pv.Name != "" && slices.Contains(pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values, n) {
 					out[n] = true
@@ -339,10 +357,17 @@ func (w *World) loseAtRest() {
 		// brings them (their provisioners delete their Released volumes).
 		w.readdNodes()
 	}
+	late := false
 	if w.cfg.Node && w.rng.Intn(2) == 0 {
 		w.settle(0)
+		late = w.rng.Intn(4) == 0
 		for _, n := range sortedKeys(w.boundOn()) {
 			if !w.loss.lost[n] && w.api.peek(rNodes, n) != nil {
+				if late {
+					w.tracef("---- the classes opt out before the loss, and in again after it")
+					w.tracef("%s", w.setPolicy(classWFFC, false))
+					w.tracef("%s", w.setPolicy(classRetain, false))
+				}
 				w.tracef("---- node loss at rest: %s", w.nodeLossOf(n))
 				break
 			}
@@ -375,6 +400,11 @@ func (w *World) loseAtRest() {
 		}
 	}
 	w.tracef("---- nodes %v stay lost", w.lostNodes())
+	w.lossAtRestMoves(late)
+	if len(w.lostNodes()) == 0 {
+		w.settle(0)
+		return
+	}
 	if w.rng.Intn(2) == 0 {
 		// The binder crashes somewhere in the release: it resumes from
 		// the PVs' marks, timing the grace again from its own sight.
@@ -401,6 +431,10 @@ func (w *World) loseAtRest() {
 		}
 	}
 	w.settle(0)
+	if w.rebindAtRest() {
+		w.settle(0)
+		w.checkAllReleased()
+	}
 }
 
 // nextDue is the earliest time a delayed key of any queue is due.

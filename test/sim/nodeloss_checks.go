@@ -2,6 +2,7 @@ package sim
 
 import (
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -26,11 +27,22 @@ func (w *World) checkBinderWrite(verb, res, ns string, action k8stesting.Action)
 			return
 		}
 		if next.Annotations[nodeloss.AnnLostNode] != "" && next.Annotations[nodeloss.AnnLostNode] != cur.Annotations[nodeloss.AnnLostNode] &&
-			!policyClass(next.Spec.StorageClassName) {
-			w.violate("binder: marked PV %s of class %s, which does not release claims on node loss", next.Name, next.Spec.StorageClassName)
+			!w.loss.policyEver[next.Spec.StorageClassName] {
+			w.violate("binder: marked PV %s of class %s, which never released claims on node loss", next.Name, next.Spec.StorageClassName)
+		}
+		if uid := next.Annotations[nodeloss.AnnLostClaim]; uid != "" && (uid != cur.Annotations[nodeloss.AnnLostClaim] ||
+			next.Annotations[nodeloss.AnnLostSince] != cur.Annotations[nodeloss.AnnLostSince]) {
+			if since, err := time.Parse(time.RFC3339, next.Annotations[nodeloss.AnnLostSince]); err == nil {
+				w.loss.graceFrom[uid] = since
+			}
 		}
 		if nodeloss.Released(next) && !nodeloss.Released(cur) {
 			w.checkRelease(next)
+		}
+		if nodeloss.Released(cur) && !nodeloss.Released(next) && cur.Spec.ClaimRef != nil &&
+			w.loss.deleteSent[string(cur.Spec.ClaimRef.UID)] && next.Spec.ClaimRef != nil && next.Spec.ClaimRef.UID == cur.Spec.ClaimRef.UID {
+			w.violate("binder: removed the release of PV %s after the deletion of its claim (uid %s) was sent: its volume may get a DeleteVolume",
+				cur.Name, shortUID(cur.Spec.ClaimRef.UID))
 		}
 		if slices.Contains(cur.Finalizers, nodeloss.FinalizerDeletion) && !slices.Contains(next.Finalizers, nodeloss.FinalizerDeletion) {
 			if !nodeloss.Released(cur) || w.claimOfRef(cur) != nil {
@@ -72,8 +84,36 @@ func (w *World) checkRelease(pv *v1.PersistentVolume) {
 		w.violate("binder: released the claim of PV %s, node %s lost for %s as the binder saw it (seen %v), grace %s",
 			pv.Name, node, w.now.Sub(since), ok, simGrace)
 	}
-	if !policyClass(pv.Spec.StorageClassName) {
-		w.violate("binder: released the claim of PV %s of class %s, which does not opt in", pv.Name, pv.Spec.StorageClassName)
+	if !w.loss.policyEver[pv.Spec.StorageClassName] {
+		w.violate("binder: released the claim of PV %s of class %s, which never opted in", pv.Name, pv.Spec.StorageClassName)
+	}
+	if w.loss.zonal[pv.Name] {
+		w.violate("binder: released the claim of PV %s, a zone's volume, not node %s's", pv.Name, node)
+	}
+	c := w.claimOfRef(pv)
+	switch {
+	case c == nil || c.DeletionTimestamp != nil:
+		w.violate("binder: released PV %s, whose claim is gone or being deleted by its user (its volume takes the usual way)", pv.Name)
+	case pv.Annotations[nodeloss.AnnLostClaim] != string(c.UID):
+		w.violate("binder: released PV %s bound to claim %s/%s (uid %s), its marks naming claim %q", pv.Name, c.Namespace, c.Name,
+			shortUID(c.UID), pv.Annotations[nodeloss.AnnLostClaim])
+	default:
+		w.checkClaimGrace(pv, c, "released")
+	}
+}
+
+// checkClaimGrace: a claim is released only after its own grace, which
+// starts no sooner than it was made.
+func (w *World) checkClaimGrace(pv *v1.PersistentVolume, c *v1.PersistentVolumeClaim, what string) {
+	from, ok := w.loss.graceFrom[string(c.UID)]
+	switch {
+	case !ok:
+		w.violate("binder: %s claim %s/%s of PV %s, never marked lost for it", what, c.Namespace, c.Name, pv.Name)
+	case from.Before(c.CreationTimestamp.Time.Truncate(time.Second)):
+		w.violate("binder: %s claim %s/%s of PV %s: its grace started at %s, before the claim was made (%s)", what, c.Namespace, c.Name,
+			pv.Name, from, c.CreationTimestamp.Time)
+	case w.now.Sub(from) < simGrace:
+		w.violate("binder: %s claim %s/%s of PV %s %s into its grace", what, c.Namespace, c.Name, pv.Name, w.now.Sub(from))
 	}
 }
 
@@ -99,8 +139,20 @@ func (w *World) checkClaimDelete(ns, name string, pre *metav1.Preconditions) {
 		w.violate("binder: deleted claim %s before the release of PV %s was decided", key, pv.Name)
 	case !w.lostOnAPI(pv.Annotations[nodeloss.AnnLostNode]):
 		w.violate("binder: deleted claim %s while node %s is not lost", key, pv.Annotations[nodeloss.AnnLostNode])
-	case !policyClass(storagehelpers.GetPersistentVolumeClaimClass(c)):
-		w.violate("binder: deleted claim %s of a class without the policy", key)
+	case !w.policyOn(storagehelpers.GetPersistentVolumeClaimClass(c)):
+		w.violate("binder: deleted claim %s of a class without the policy on the API", key)
+	case w.loss.zonal[pv.Name]:
+		w.violate("binder: deleted claim %s of PV %s, a zone's volume", key, pv.Name)
+	case pv.Annotations[nodeloss.AnnLostClaim] != string(c.UID):
+		w.violate("binder: deleted claim %s (uid %s), whose PV %s's marks name claim %q", key, shortUID(c.UID), pv.Name,
+			pv.Annotations[nodeloss.AnnLostClaim])
+	default:
+		w.checkClaimGrace(pv, c, "deleted")
+	}
+	w.loss.deleteSent[string(c.UID)] = true
+	if pv != nil && pv.Spec.CSI != nil {
+		// Its volume is released for node loss: no DeleteVolume may reach it.
+		w.loss.released[pv.Spec.CSI.VolumeHandle] = true
 	}
 	if c.DeletionTimestamp == nil {
 		w.loss.claims = append(w.loss.claims, c.DeepCopy())
@@ -211,11 +263,42 @@ func (w *World) checkAllReleased() {
 		}
 		c := w.claimOfRef(pv)
 		for _, n := range w.lostNodes() {
+			if w.forgotten(n) && !nodeloss.Marked(pv) {
+				continue // deleted longer than twice the grace ago, as the binder saw it: it knows the node no more (design.md)
+			}
 			values := pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values
 			if slices.Contains(values, n) && c.Spec.VolumeName == pv.Name && c.DeletionTimestamp == nil && w.lostOnAPI(n) {
 				w.violate("claim %s/%s of PV %s on lost node %s is not released once the system settled (marks %v)",
 					c.Namespace, c.Name, pv.Name, n, pv.Annotations)
 			}
 		}
+	}
+}
+
+// forgotten reports whether the leading binder no longer knows a deleted
+// node: it saw the deletion more than twice the grace ago, or never (it
+// started since): its unmarked PVs are not released (design.md).
+func (w *World) forgotten(n string) bool {
+	return w.api.peek(rNodes, n) == nil && !w.bind.ctrl.KnowsNode(n)
+}
+
+// checkTracker: the binder's node tracker holds the nodes that exist and
+// those it saw deleted within twice the grace, however many came and
+// went (a few more: the nodes it asked the API server about).
+func (w *World) checkTracker() {
+	if w.bind == nil || w.bind.ctrl == nil {
+		return
+	}
+	recent := map[string]bool{}
+	for _, seen := range w.loss.goneSeen {
+		for n, at := range seen {
+			if w.now.Sub(at) <= 2*simGrace+time.Second {
+				recent[n] = true
+			}
+		}
+	}
+	limit := len(w.api.keys(rNodes)) + len(recent) + 2
+	if n := w.bind.ctrl.NodesTracked(); n > limit {
+		w.violate("binder: its node tracker holds %d nodes; %d exist or were deleted within twice the grace", n, limit)
 	}
 }

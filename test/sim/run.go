@@ -16,9 +16,10 @@ import (
 // create-namespace, edit-vac, retain, delete-released, node,
 // recreate-class, static-pv, other-cluster, crash-provisioner,
 // crash-binder, standby-binder, failover-binder, sweep, attach, detach, lease and switch and hand-back
-// (centralised mode), csinode (node mode), node-loss, node-return,
-// node-notready, statefulset; and node-mode or central-mode leaves that
-// deployment mode out.
+// (centralised mode), csinode and zonal-pv (node mode), node-loss, node-return,
+// node-notready, statefulset, rebind-pv, class-policy, autoscaler; and
+// node-mode or central-mode leaves that deployment mode out. writers.go
+// says which field each writes.
 var Disabled = map[string]bool{}
 
 // option is one thing the scheduler may do next.
@@ -35,6 +36,8 @@ type Result struct {
 	Trace      []string
 	// Counts say how often some paths were taken (node loss).
 	Counts map[string]int
+	// Offered are the actor moves the schedule offered (writers.go).
+	Offered map[string]bool
 }
 
 // RunSchedule runs one schedule: the actors for cfg.Steps steps, then
@@ -72,7 +75,7 @@ func RunSchedule(seed int64) Result {
 	w.settle(3)
 	w.checkEnd()
 	w.killHandover()
-	return Result{Seed: seed, Steps: w.steps, Violations: w.violations, Trace: w.trace, Counts: w.counts()}
+	return Result{Seed: seed, Steps: w.steps, Violations: w.violations, Trace: w.trace, Counts: w.counts(), Offered: w.offered}
 }
 
 // step picks one option at random, by weight, runs it and checks the
@@ -202,6 +205,7 @@ func (w *World) options(settling bool) []option {
 	}
 	actor := func(name string, weight int, run func() string) {
 		if !Disabled[name] {
+			w.offered[name] = true
 			add(weight, run)
 		}
 	}
@@ -220,6 +224,14 @@ func (w *World) options(settling bool) []option {
 	actor("node", 1, w.adminNode)
 	actor("recreate-class", 1, w.adminRecreateClass)
 	actor("static-pv", 1, w.adminStaticPV)
+	if w.cfg.Node {
+		actor("zonal-pv", 1, w.adminZonalPV)
+	}
+	if len(w.keptPVs()) > 0 {
+		actor("rebind-pv", 1, w.adminRebind)
+	}
+	actor("class-policy", 1, w.adminClassPolicy)
+	actor("autoscaler", 1, w.autoscaler)
 	actor("other-cluster", 1, w.otherCluster)
 	if len(w.attachable()) > 0 {
 		actor("attach", 4, w.adminAttach)

@@ -54,8 +54,19 @@ func (w *World) addNamespace() string {
 	return name
 }
 
+// zoneKey is the zone label of the simulated nodes: node-1 is alone in
+// zone-a, node-2 in zone-b, until the autoscaler adds a node to either.
+const zoneKey = "topology.kubernetes.io/zone"
+
+func zoneOf(node string) string {
+	if node == "node-1" {
+		return "zone-a"
+	}
+	return "zone-b"
+}
+
 func (w *World) addNode(name string) {
-	w.create(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{topologyKey: name}}})
+	w.create(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{topologyKey: name, zoneKey: zoneOf(name)}}})
 	w.create(&storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.CSINodeSpec{
 		Drivers: []storagev1.CSINodeDriver{{Name: driverName, NodeID: name, TopologyKeys: []string{topologyKey}}}}})
 }

@@ -89,6 +89,7 @@ type World struct {
 	cloned   map[string]bool // volume names a CreateVolume with a source volume was sent for
 	attached map[string]bool // PV names a VolumeAttachment ever named
 	loss     lossState       // node loss (nodeloss.go)
+	offered  map[string]bool // the actor moves offered (writers.go)
 	nsSeq    int
 	claimSeq int
 }
@@ -97,7 +98,7 @@ func newWorld(seed int64) *World {
 	w := &World{seed: seed, rng: rand.New(rand.NewSource(seed)),
 		now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		claimNS: map[string]string{}, forged: map[string]bool{}, stripped: map[string]bool{}, seen: map[string]bool{},
-		cloned: map[string]bool{}, attached: map[string]bool{}, loss: newLossState()}
+		cloned: map[string]bool{}, attached: map[string]bool{}, loss: newLossState(), offered: map[string]bool{}}
 	w.ctx = klog.NewContext(context.Background(), logr.Discard())
 	w.cfg = Config{StrictParams: w.rng.Intn(2) == 0, Owner: w.rng.Intn(3) > 0, Steps: 30 + w.rng.Intn(50)}
 	// The mode is drawn from a hash of the seed, not from the random

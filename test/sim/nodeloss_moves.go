@@ -1,0 +1,244 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-csi/tether/pkg/nodeloss"
+)
+
+// The moves of writers.go that bear on node loss (issue 33): a class's
+// policy on and off, zonal volumes, a kept PV bound again, an autoscaler
+// that adds nodes to the zones and removes them.
+
+// policyOn reports whether a class opts in on the API now.
+func (w *World) policyOn(name string) bool {
+	class, ok := w.api.peek(rClasses, name).(*storagev1.StorageClass)
+	return ok && nodeloss.Policy(class)
+}
+
+// adminClassPolicy turns a class's release-on-node-loss annotation over.
+func (w *World) adminClassPolicy() string {
+	name := pick(w, []string{classImmediate, classWFFC, classSecret, classRetain})
+	return w.setPolicy(name, !w.policyOn(name))
+}
+
+func (w *World) setPolicy(name string, on bool) string {
+	class, ok := w.api.Get(rClasses, "", name).(*storagev1.StorageClass)
+	if !ok {
+		return "admin: class " + name + " is gone"
+	}
+	class.Annotations = map[string]string{}
+	if on {
+		class.Annotations[nodeloss.AnnPolicy] = "true"
+		w.loss.policyEver[name] = true
+	}
+	class.ResourceVersion = ""
+	_, _ = w.api.Update(class, false)
+	return fmt.Sprintf("admin: class %s releases claims on node loss: %v", name, on)
+}
+
+// adminZonalPV makes a PV of one node's zone (which holds that node alone
+// until the autoscaler adds one), pre-bound to a pending claim: never a
+// node's own, whatever the zone holds.
+func (w *World) adminZonalPV() string {
+	cs := w.liveClaims(func(c *v1.PersistentVolumeClaim) bool { return c.Spec.VolumeName == "" })
+	if len(cs) == 0 {
+		return "admin: no pending claim for a zonal PV"
+	}
+	c := pick(w, cs)
+	zone := zoneOf(pick(w, nodeNames))
+	reclaim := pick(w, []v1.PersistentVolumeReclaimPolicy{v1.PersistentVolumeReclaimDelete, v1.PersistentVolumeReclaimRetain})
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "zonal-" + c.Name},
+		Spec: v1.PersistentVolumeSpec{
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: resource.MustParse("5Gi")},
+			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: reclaim, StorageClassName: *c.Spec.StorageClassName,
+			ClaimRef: &v1.ObjectReference{Namespace: c.Namespace, Name: c.Name},
+			NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+				MatchExpressions: []v1.NodeSelectorRequirement{{Key: zoneKey, Operator: v1.NodeSelectorOpIn, Values: []string{zone}}}}}}},
+			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
+				Driver: "zonal.example", VolumeHandle: "zonal-" + c.Name}}}}
+	pv.Spec.VolumeAttributesClassName = c.Spec.VolumeAttributesClassName
+	if _, err := w.api.Create(pv); err != nil {
+		return "admin: zonal PV: " + err.Error()
+	}
+	w.loss.zonal[pv.Name] = true
+	return fmt.Sprintf("admin: zonal PV %s (%s, %s) pre-bound to %s/%s", pv.Name, zone, reclaim, c.Namespace, c.Name)
+}
+
+// keptPVs are the Released Retain PVs: an admin may bind one again.
+func (w *World) keptPVs() []*v1.PersistentVolume {
+	var out []*v1.PersistentVolume
+	for _, pv := range w.api.volumes() {
+		if pv.Status.Phase == v1.VolumeReleased && pv.Spec.PersistentVolumeReclaimPolicy == v1.PersistentVolumeReclaimRetain &&
+			pv.DeletionTimestamp == nil && pv.Spec.ClaimRef != nil {
+			out = append(out, pv)
+		}
+	}
+	return out
+}
+
+// adminRebind binds a kept PV again to a new claim of its class, made
+// pre-bound to it (the admin's way to reuse a disk), marks and all.
+func (w *World) adminRebind() string {
+	kept := w.keptPVs()
+	if len(kept) == 0 {
+		return "admin: no kept PV to bind again"
+	}
+	pv := pick(w, kept).DeepCopy()
+	c := w.preBoundClaim(pv.Spec.StorageClassName, pv.Name)
+	if c == nil {
+		return "admin: no namespace for a claim of kept PV " + pv.Name
+	}
+	return w.rebind(pv, c)
+}
+
+// preBoundClaim is a tenant's claim of a class whose spec.volumeName names
+// a PV: under WaitForFirstConsumer, the binder binds it without waiting
+// for a node (the scheduler would never pick one for a lost node's PV).
+func (w *World) preBoundClaim(class, pv string) *v1.PersistentVolumeClaim {
+	nss := w.liveNamespaces()
+	if len(nss) == 0 {
+		return nil
+	}
+	c := w.newClaim(pick(w, nss), class, "1Gi")
+	c.Spec.VolumeName = pv
+	out, err := w.api.Create(c)
+	if err != nil {
+		return nil
+	}
+	oc := out.(*v1.PersistentVolumeClaim)
+	w.claimNS[string(oc.UID)] = oc.Namespace
+	return oc
+}
+
+func (w *World) rebind(pv *v1.PersistentVolume, c *v1.PersistentVolumeClaim) string {
+	pv.Spec.ClaimRef = &v1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: c.Namespace, Name: c.Name}
+	pv.ResourceVersion = ""
+	if _, err := w.api.Update(pv, false); err != nil {
+		return "admin: bind kept PV again: " + err.Error()
+	}
+	w.loss.rebound++
+	return fmt.Sprintf("admin: bind kept PV %s (marks %v) again to %s/%s", pv.Name, nodeloss.Marked(pv), c.Namespace, c.Name)
+}
+
+// spotNodes are the nodes the autoscaler made that exist.
+func (w *World) spotNodes() []string {
+	var out []string
+	for _, k := range w.api.keys(rNodes) {
+		if strings.HasPrefix(k, "spot-") {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// autoscaler adds a node to a zone, or removes one it added: over a
+// schedule, many nodes come and go (the binder's tracker must not keep
+// them all), and a zone that held one node holds two.
+func (w *World) autoscaler() string {
+	spots := w.spotNodes()
+	if len(spots) == 0 || len(spots) < 3 && w.rng.Intn(2) == 0 {
+		w.loss.spotSeq++
+		name := fmt.Sprintf("spot-%d", w.loss.spotSeq)
+		zone := zoneOf(pick(w, nodeNames))
+		w.create(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{zoneKey: zone}}})
+		return "autoscaler: add node " + name + " to " + zone
+	}
+	name := pick(w, spots)
+	_ = w.api.Delete(rNodes, "", name, nil)
+	return "autoscaler: remove node " + name
+}
+
+// nodeGoneSeen records that a process saw a node's deletion (its events),
+// for the tracker's bound.
+func (w *World) nodeGoneSeen(who, name string) {
+	m := w.loss.goneSeen[who]
+	if m == nil {
+		m = map[string]time.Time{}
+		w.loss.goneSeen[who] = m
+	}
+	m[name] = w.now
+}
+
+// lossAtRestMoves are the writes of writers.go that meet a node loss at
+// rest, each in some schedules: the classes opt in late (late: they opted
+// out before the loss); a user deletes a claim of the lost node within
+// the grace; an autoscaler adds a node to the lost node's zone; the node
+// comes back just after the binder sent a released claim's deletion,
+// before its cache saw it.
+func (w *World) lossAtRestMoves(late bool) {
+	if late {
+		w.settle(0) // nothing is released: no class opts in
+		w.tracef("%s", w.setPolicy(classWFFC, true))
+		w.tracef("%s", w.setPolicy(classRetain, true))
+	}
+	lost := w.lostNodes()
+	if len(lost) == 0 {
+		return
+	}
+	n := pick(w, lost)
+	if w.rng.Intn(4) == 0 {
+		var mine []*v1.PersistentVolumeClaim
+		for _, pv := range w.api.volumes() {
+			if c := w.claimOfRef(pv); c != nil && c.DeletionTimestamp == nil && pv.Spec.NodeAffinity != nil &&
+				pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] == n {
+				mine = append(mine, c)
+			}
+		}
+		if len(mine) > 0 {
+			c := pick(w, mine)
+			_ = w.api.Delete(rClaims, c.Namespace, c.Name, nil)
+			w.tracef("---- tenant: delete claim %s/%s of lost node %s within the grace", c.Namespace, c.Name, n)
+		}
+	}
+	if w.rng.Intn(4) == 0 {
+		w.tracef("---- %s", w.autoscaler())
+	}
+	if w.rng.Intn(3) == 0 {
+		// Run to the first claim deletion the binder sends, then the node
+		// is back at once.
+		sent := w.loss.claimsDeleted
+		for i := 0; i < 200 && w.loss.claimsDeleted == sent; i++ {
+			if !w.step(true) {
+				t, ok := w.nextDue()
+				if !ok {
+					break
+				}
+				w.now = t
+			}
+		}
+		if w.loss.claimsDeleted > sent {
+			w.tracef("---- node %s back just after a released claim's deletion was sent", n)
+			w.returnNode(n)
+		}
+	}
+}
+
+// rebindAtRest: in some schedules, once the releases are over, the admin
+// binds a kept PV of a node still lost to a new claim: a new case, with
+// its own grace.
+func (w *World) rebindAtRest() bool {
+	if w.rng.Intn(2) == 0 {
+		return false
+	}
+	for _, pv := range w.keptPVs() {
+		if !nodeloss.Released(pv) || !w.loss.lost[pv.Annotations[nodeloss.AnnLostNode]] {
+			continue
+		}
+		c := w.preBoundClaim(pv.Spec.StorageClassName, pv.Name)
+		if c == nil {
+			return false
+		}
+		w.tracef("---- %s", w.rebind(pv.DeepCopy(), c))
+		return true
+	}
+	return false
+}

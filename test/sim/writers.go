@@ -1,0 +1,53 @@
+package sim
+
+// The simulated world is generated from who may write what: the threat
+// model of docs/design.md as data. Each row is a field (or an object's
+// creation and deletion) that a party may write in a real cluster, and the
+// actor move that writes it, at any time, with values that include the
+// awkward ones. TestWritersHaveMoves fails when a row names a move that no
+// schedule offers, or a schedule offers a move no row names: a new field
+// someone may write brings its move, and a new move its row.
+type writer struct {
+	party, kind, field string
+	// move is the actor's name (Disabled, make sim SIM_WITHOUT=...).
+	move string
+}
+
+// writers is the table. Parties: tenant (a namespace's user), admin (the
+// cluster's), and the other controllers and clusters that write what
+// tether reads.
+var writers = []writer{
+	{"tenant", "PersistentVolumeClaim", "create (class, size, attributes class)", "create"},
+	{"tenant", "PersistentVolumeClaim", "delete", "delete"},
+	{"tenant", "PersistentVolumeClaim", "spec.dataSource (a clone of a claim, its own or another's)", "clone"},
+	{"tenant", "PersistentVolumeClaim", "metadata.annotations and finalizers: a forged in-flight record", "forge"},
+	{"tenant", "PersistentVolumeClaim", "metadata.finalizers: the record removed", "strip"},
+	{"tenant", "Namespace", "create", "create-namespace"},
+	{"tenant", "Namespace", "delete (with everything in it)", "delete-namespace"},
+	{"admin", "VolumeAttributesClass", "parameters (deleted and made again)", "edit-vac"},
+	{"admin", "PersistentVolume", "spec.persistentVolumeReclaimPolicy", "retain"},
+	{"admin", "PersistentVolume", "delete (a Released Retain PV)", "delete-released"},
+	{"admin", "PersistentVolume", "create, pre-bound (spec.claimRef) to a pending claim", "static-pv"},
+	{"admin", "PersistentVolume", "spec.nodeAffinity: a zone (that may hold one node)", "zonal-pv"},
+	{"admin", "PersistentVolume", "spec.claimRef: a kept PV bound again to another claim", "rebind-pv"},
+	{"admin", "StorageClass", "delete, or made again with other parameters", "recreate-class"},
+	{"admin", "StorageClass", "metadata.annotations[tether.dev/release-on-node-loss], on and off", "class-policy"},
+	{"admin", "Node", "delete, create", "node"},
+	{"admin", "Node", "spec.taints[node.kubernetes.io/out-of-service], or delete: a lost node", "node-loss"},
+	{"admin", "CSINode", "spec.drivers", "csinode"},
+	{"admin", "VolumeAttachment", "create", "attach"},
+	{"admin", "VolumeAttachment", "delete", "detach"},
+	{"node lifecycle", "Node", "status.conditions[Ready], without a taint", "node-notready"},
+	{"node lifecycle", "Node", "a lost node back (taint removed, or registered again)", "node-return"},
+	{"autoscaler", "Node", "create and delete nodes in a zone (labels), by the thousand over time", "autoscaler"},
+	{"statefulset", "PersistentVolumeClaim", "create again, under a released claim's name", "statefulset"},
+	{"other cluster", "backend volume", "create, under our prefix, on the shared backend", "other-cluster"},
+	{"machine", "provisioner process", "crash (memory lost, caches listed again)", "crash-provisioner"},
+	{"machine", "binder process", "crash", "crash-binder"},
+	{"platform team", "binder Deployment", "a standby replica with warm caches", "standby-binder"},
+	{"platform team", "binder Deployment", "failover to the standby", "failover-binder"},
+	{"provisioner", "backend volume", "the orphan sweep", "sweep"},
+	{"network", "Lease", "the provisioner loses its lease", "lease"},
+	{"admin", "provisioner Deployment", "switch to EP and KCM and back", "switch"},
+	{"admin", "provisioner Job", "provisioner --hand-back again", "hand-back"},
+}
