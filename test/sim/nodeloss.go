@@ -425,6 +425,7 @@ func (w *World) loseAtRest() {
 	w.settle(0)
 	w.checkAllReleased()
 	for len(w.loss.claims) > 0 {
+		w.offered["statefulset"] = true
 		w.tracef("%s", w.statefulSet())
 		if len(w.loss.claims) > 0 && w.api.peek(rClaims, w.loss.claims[0].Namespace+"/"+w.loss.claims[0].Name) != nil {
 			break // its old claim is still there
