@@ -92,13 +92,17 @@ func Decide(in Input) Step {
 	if Released(pv) && own {
 		return follow(in)
 	}
+	node, since, marked := LostMark(pv)
 	if !eligible(in) {
-		if Marked(pv) {
+		if Marked(pv) && (own || !stillLost(in, node)) {
 			return Step{Op: Unmark}
 		}
+		// Another claim's marks, its node still lost: kept while the PV is
+		// bound again (they name the node, which this binder may know by
+		// them alone), until the new claim is bound (a case of its own) or
+		// the node is back.
 		return Step{Op: Nothing}
 	}
-	node, since, marked := LostMark(pv)
 	if !marked || !own || node != in.Node.Name || in.Node.Since.Sub(since) >= time.Second {
 		return Step{Op: MarkLost, Since: graceStart(in, own)}
 	}
@@ -119,8 +123,8 @@ func Decide(in Input) Step {
 // time is timed again.
 func graceStart(in Input, own bool) time.Time {
 	at := in.Node.Since
-	if made := in.Claim.CreationTimestamp.Time; made.After(at) {
-		at = made
+	if in.Claim != nil && in.Claim.CreationTimestamp.After(at) {
+		at = in.Claim.CreationTimestamp.Time
 	}
 	if !own && Marked(in.PV) && in.Now.After(at) {
 		at = in.Now
@@ -142,6 +146,12 @@ func marksOwn(in Input) bool {
 		return in.Claim == nil || in.Claim.DeletionTimestamp != nil
 	}
 	return uid == string(ref.UID)
+}
+
+// stillLost reports whether the node the marks name is the one the PV is
+// pinned to, still lost, in a class that opts in.
+func stillLost(in Input, marked string) bool {
+	return in.Policy && in.Node.Name != "" && in.Node.Name == marked && in.Node.Loss != NotLost
 }
 
 // eligible: the class opts in; the PV is bound to a claim that is bound

@@ -173,6 +173,16 @@ func TestDecideEligible(t *testing.T) {
 		{"claim gone already (the user deleted it): its PV takes the usual way", nil, nil, oos, Nothing},
 		{"claim being deleted by the user: its PV takes the usual way", nil, deleting(boundClaim()), oos, Nothing},
 		{"claim made after the loss: its grace starts when it was made", nil, madeAt(boundClaim(), t0.Add(time.Hour)), oos, MarkLost},
+		{"another claim's marks, the PV being bound again, node still lost: kept", func(pv *v1.PersistentVolume) {
+			pv.Annotations[AnnLostClaim], pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "uid-0", "node-2", rfc(t0)
+			pv.Spec.ClaimRef.UID = ""
+		}, nil, oos, Nothing},
+		{"another claim's marks, node back: removed", func(pv *v1.PersistentVolume) {
+			pv.Annotations[AnnLostClaim], pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "uid-0", "node-2", rfc(t0)
+		}, boundClaim(), Node{Name: "node-2"}, Unmark},
+		{"another claim's marks, the new claim bound: a new case", func(pv *v1.PersistentVolume) {
+			pv.Annotations[AnnLostClaim], pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "uid-0", "node-2", rfc(t0)
+		}, boundClaim(), oos, MarkLost},
 		{"no claimRef (Available)", func(pv *v1.PersistentVolume) { pv.Spec.ClaimRef = nil }, nil, oos, Nothing},
 		{"pre-bound, no UID", func(pv *v1.PersistentVolume) { pv.Spec.ClaimRef.UID = "" }, nil, oos, Nothing},
 		{"claim not bound to it (yet)", nil, &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{UID: "uid-1"}}, oos, Nothing},

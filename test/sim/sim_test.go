@@ -47,3 +47,20 @@ func TestSimNodeGoneVolumeDoesNotHoldTheClaim(t *testing.T) {
 		t.Errorf("seed 5204 no longer gives a record up for node loss (counts %v): the random stream moved; find another seed", s.Counts)
 	}
 }
+
+// Seed 740 (issue 33's simulator, the d5 and d1 runs of 2,000): the classes
+// opted in late, node-2 was deleted, the binder restarted in the release
+// (it never saw node-2), and the admin bound a kept PV again to a new
+// claim. The binder removed the earlier claim's marks before the new claim
+// was bound, and with them the only name of node-2 it had: the new claim
+// was never released. Another claim's marks are now kept while their node
+// is still lost, until the new claim is bound (a case of its own).
+func TestSimReboundAfterRestartIsReleased(t *testing.T) {
+	s := Run(740, 1)
+	if s.Violations != 0 {
+		t.Fatalf("seed 740: %s\n%s", strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
+	}
+	if s.Counts["kept PVs bound again"] == 0 {
+		t.Errorf("seed 740 no longer binds a kept PV again (counts %v): the random stream moved; find another seed", s.Counts)
+	}
+}
