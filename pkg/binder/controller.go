@@ -80,6 +80,9 @@ type Controller struct {
 	// computed from the caches served (a standby's would repeat the
 	// leader's).
 	leading atomic.Bool
+	// handlerLog is the logger of the informers' handlers: the context's
+	// that started them (none in the simulator).
+	handlerLog klog.Logger
 	// beforeVolumeEvent, when set (by tests), runs at the start of every
 	// volume event the handler gets: a slow handler.
 	beforeVolumeEvent func()
@@ -179,6 +182,7 @@ func transform(obj any) (any, error) {
 // informers stop when ctx ends.
 func (c *Controller) Start(ctx context.Context) {
 	c.started.Do(func() {
+		c.handlerLog = klog.FromContext(ctx)
 		c.factory.Start(ctx.Done())
 		go func() {
 			if cache.WaitForCacheSync(ctx.Done(), c.synced...) {
@@ -201,6 +205,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	ownInformers := false
 	c.started.Do(func() {
+		c.handlerLog = logger
 		c.factory.Start(ctx.Done())
 		ownInformers = true
 	})

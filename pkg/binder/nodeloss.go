@@ -67,6 +67,8 @@ func (c *Controller) nodeHandler() cache.ResourceEventHandler {
 		if !c.nodeLoss.tracker.Observe(name, node) {
 			return
 		}
+		lost := node == nil || nodeloss.OutOfServiceTaint(node) != nil
+		c.handlerLog.V(2).Info("Node loss", "node", name, "lost", lost, "deleted", node == nil)
 		for _, pv := range c.volumes.List() {
 			mark := pv.Annotations[nodeloss.AnnLostNode]
 			if mark == name || pv.Spec.NodeAffinity != nil && c.nodeLoss.tracker.Pinned(pv, mark) == name {

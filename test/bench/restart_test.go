@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,8 +34,14 @@ import (
 //     handed back and must expire, 15 s by default), and a new pair waits;
 //     the time from the kill to that claim Bound.
 //
+// With BENCH_CHURN=K (issue 33), each volume is pinned to one of 100
+// nodes (its node affinity names it), K other nodes are made and deleted
+// before the restart's binder starts, and K more while the standby stands
+// by (it sees them go, as a spot or autoscaled cluster's binder does, and
+// leads with them in its node tracker).
+//
 // Each binder's peak RSS is printed too. Knobs: BENCH_N (one size,
-// default 100000), BENCH_QPS, BENCH_TIMEOUT (per wait, default 10m),
+// default 100000), BENCH_CHURN, BENCH_QPS, BENCH_TIMEOUT (per wait, default 10m),
 // BENCH_PPROF (a folder: the API server's and the first binder's CPU
 // profiles over its first 20 s, and its heap once the first claim is
 // Bound).
@@ -62,6 +69,18 @@ func TestBenchBinderRestart(t *testing.T) {
 	if v := os.Getenv("BENCH_QPS"); v != "" {
 		qps = v
 	}
+	churn := 0
+	if v := os.Getenv("BENCH_CHURN"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 0 {
+			t.Fatalf("BENCH_CHURN=%q: want a number of nodes", v)
+		}
+		churn = k
+	}
+	nodes := 0
+	if churn > 0 {
+		nodes = 100
+	}
 
 	c := cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
 		"max-requests-inflight":          {"2000"},
@@ -74,10 +93,16 @@ func TestBenchBinderRestart(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(fast)
 
 	setupStart := time.Now()
-	if err := populateBound(ctx, admin, n); err != nil {
+	if err := populateBound(ctx, admin, n, nodes); err != nil {
 		t.Fatalf("create %d bound pairs: %v", n, err)
 	}
 	t.Logf("created %d claims bound to %d volumes in %s", n, n, time.Since(setupStart).Round(time.Second))
+	if churn > 0 {
+		if err := churnNodes(ctx, admin, "early", churn); err != nil {
+			t.Fatalf("churn before the start: %v", err)
+		}
+		t.Logf("%d nodes made and deleted before the start", churn)
+	}
 
 	path := cluster.BuildBinary(t, "./cmd/binder")
 	args := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=true", "--leader-elect-resource-namespace=default",
@@ -122,6 +147,16 @@ func TestBenchBinderRestart(t *testing.T) {
 	if err := waitLog(ctx, second.LogPath, "Caches synced", timeout); err != nil {
 		t.Fatalf("the standby's caches did not sync: %v\n%s", err, cluster.Tail(second.LogPath, 30))
 	}
+	if churn > 0 {
+		if err := churnNodes(ctx, admin, "standby", churn); err != nil {
+			t.Fatalf("churn while the standby stands by: %v", err)
+		}
+		// The deletions reach the standby in order: the marker's is last.
+		if err := waitLog(ctx, second.LogPath, `node="churn-standby-marker" lost=true`, timeout); err != nil {
+			t.Fatalf("the standby did not see the churn: %v\n%s", err, cluster.Tail(second.LogPath, 30))
+		}
+		t.Logf("%d nodes made and deleted while the standby stood by; it saw them go", churn)
+	}
 	killed := time.Now()
 	first.Kill()
 	if err := createProbe(ctx, admin, "failover"); err != nil {
@@ -135,11 +170,11 @@ func TestBenchBinderRestart(t *testing.T) {
 	rssB, _ := readVmHWM(second.Pid())
 	apiRSS, _ := readVmHWM(mustPID(c))
 
-	table := RestartTable(n, restart, failover, rssA, rssB)
+	table := RestartTable(n, churn, restart, failover, rssA, rssB)
 	t.Log("\n" + table)
 	fmt.Print(table)
 	run := benchout.Run{Bench: "binder-restart", Label: "tether", Started: setupStart,
-		Settings: map[string]any{"n": n, "qps": qps, "lease_duration_seconds": 15},
+		Settings: map[string]any{"n": n, "qps": qps, "lease_duration_seconds": 15, "churned_nodes": churn},
 		Figures: map[string]any{
 			"restart_synced_seconds": restart.Synced.Seconds(), "restart_first_bound_seconds": restart.Bound.Seconds(),
 			"failover_synced_seconds": failover.Synced.Seconds(), "failover_first_bound_seconds": failover.Bound.Seconds(),
@@ -164,9 +199,12 @@ func mustPID(c *cluster.Cluster) int {
 type Timing struct{ Synced, Bound time.Duration }
 
 // RestartTable renders the restart bench's figures.
-func RestartTable(n int, restart, failover Timing, rss, standbyRSS int64) string {
+func RestartTable(n, churn int, restart, failover Timing, rss, standbyRSS int64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "binder restart and failover with %d claims bound to %d volumes (leader election on, lease 15 s):\n", n, n)
+	if churn > 0 {
+		fmt.Fprintf(&b, "  volumes pinned to 100 nodes; %d nodes deleted before the start, %d while the standby stood by\n", churn, churn)
+	}
 	fmt.Fprintf(&b, "  %-9s %14s %16s\n", "", "caches synced", "new claim Bound")
 	fmt.Fprintf(&b, "  %-9s %14s %16s   (from the binder's start)\n", "restart", seconds(restart.Synced), seconds(restart.Bound))
 	fmt.Fprintf(&b, "  %-9s %14s %16s   (from the leader's SIGKILL)\n", "failover", seconds(failover.Synced), seconds(failover.Bound))
@@ -234,8 +272,16 @@ func createProbe(ctx context.Context, cs kubernetes.Interface, name string) erro
 // populateBound creates the class, the namespace and n claims each bound
 // to its own volume, as a binder leaves them: the volume's claimRef and
 // phase, the claim's volumeName, annotations and phase.
-func populateBound(ctx context.Context, cs kubernetes.Interface, n int) error {
+func populateBound(ctx context.Context, cs kubernetes.Interface, n, nodes int) error {
 	if err := populate(ctx, cs, 0); err != nil {
+		return err
+	}
+	if err := parallel(ctx, nodes, func(i int) error {
+		name := fmt.Sprintf("node-%03d", i)
+		_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{corev1.LabelHostname: name}}}, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return err
 	}
 	size := resource.MustParse("1Gi")
@@ -258,6 +304,7 @@ func populateBound(ctx context.Context, cs kubernetes.Interface, n int) error {
 				StorageClassName: className, Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: modes,
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/tether-bench/" + name}},
+				NodeAffinity:                  pinTo(i, nodes),
 				ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: namespace,
 					Name: claim.Name, UID: claim.UID, ResourceVersion: claim.ResourceVersion},
 			},
@@ -280,4 +327,41 @@ func populateBound(ctx context.Context, cs kubernetes.Interface, n int) error {
 		_, err = cs.CoreV1().PersistentVolumeClaims(namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+// pinTo is the node affinity of the i-th volume: one of nodes, by its
+// hostname label (nil when nodes is 0).
+func pinTo(i, nodes int) *corev1.VolumeNodeAffinity {
+	if nodes == 0 {
+		return nil
+	}
+	return &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn,
+			Values: []string{fmt.Sprintf("node-%03d", i%nodes)}}}}}}}
+}
+
+// churnNodes makes k nodes and deletes them, then a marker node, made and
+// deleted after all the others are gone.
+func churnNodes(ctx context.Context, cs kubernetes.Interface, prefix string, k int) error {
+	names := make([]string, k)
+	for i := range names {
+		names[i] = fmt.Sprintf("churn-%s-%04d", prefix, i)
+	}
+	names = append(names, "churn-"+prefix+"-marker")
+	for _, batch := range [][]string{names[:k], names[k:]} {
+		if err := parallel(ctx, len(batch), func(i int) error {
+			_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: batch[i],
+				Labels: map[string]string{corev1.LabelHostname: batch[i], corev1.LabelTopologyZone: "zone-" + batch[i][len(batch[i])-1:]}}},
+				metav1.CreateOptions{})
+			return err
+		}); err != nil {
+			return err
+		}
+		if err := parallel(ctx, len(batch), func(i int) error {
+			return cs.CoreV1().Nodes().Delete(ctx, batch[i], metav1.DeleteOptions{})
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
