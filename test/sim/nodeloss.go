@@ -79,14 +79,17 @@ type lossState struct {
 	// graceFrom: when each claim's grace started, as its marks said.
 	deleteSent map[string]bool
 	graceFrom  map[string]time.Time
-	// goneSeen[who][node] is when the process who saw the node deleted.
+	// goneSeen[who][node] is when the process who saw the node deleted;
+	// shown[who] are the nodes its events last showed present.
 	goneSeen map[string]map[string]time.Time
+	shown    map[string]map[string]bool
 }
 
 func newLossState() lossState {
 	return lossState{lost: map[string]bool{}, down: map[string]bool{}, seen: map[string]map[string]time.Time{}, released: map[string]bool{},
 		givenUp: map[string]bool{}, policyEver: map[string]bool{classWFFC: true, classRetain: true}, zonal: map[string]bool{},
-		deleteSent: map[string]bool{}, graceFrom: map[string]time.Time{}, goneSeen: map[string]map[string]time.Time{}}
+		deleteSent: map[string]bool{}, graceFrom: map[string]time.Time{}, goneSeen: map[string]map[string]time.Time{},
+		shown: map[string]map[string]bool{}}
 }
 
 // observe is what a process saw of a node (nil: deleted).
@@ -107,7 +110,11 @@ func (w *World) observe(who, name string, node *v1.Node) {
 }
 
 // forget: a process restarts and remembers nothing.
-func (w *World) forget(who string) { delete(w.loss.seen, who) }
+func (w *World) forget(who string) {
+	delete(w.loss.seen, who)
+	delete(w.loss.goneSeen, who)
+	delete(w.loss.shown, who)
+}
 
 // lostOnAPI reports whether the API says a node is lost now.
 func (w *World) lostOnAPI(name string) bool {
@@ -148,6 +155,7 @@ func (w *World) watchNodeHandlerOf(inf *informer, name func() string) {
 				w.nodeGoneSeen(name(), n.Name)
 			} else {
 				w.observe(name(), n.Name, n)
+				w.nodeShown(name(), n.Name)
 			}
 		}}
 	}

@@ -282,31 +282,30 @@ func (w *World) forgotten(n string) bool {
 	return w.api.peek(rNodes, n) == nil && !w.bind.ctrl.KnowsNode(n)
 }
 
-// checkTracker: the binder's node tracker holds the nodes that exist and
-// those seen deleted within twice the grace, however many came and went
-// (and node-1 and node-2 when deleted: it asks the API server about the
-// nodes marks name).
+// checkTracker: the leading binder's node tracker holds the nodes its
+// events last showed present and those they showed deleted within twice
+// the grace, however many came and went (and node-1 and node-2 when
+// deleted: it asks the API server about the nodes marks name).
 func (w *World) checkTracker() {
 	if w.bind == nil || w.bind.ctrl == nil {
 		return
 	}
-	recent := map[string]bool{}
-	for _, seen := range w.loss.goneSeen {
-		for n, at := range seen {
-			if w.now.Sub(at) <= 2*simGrace+time.Second {
-				recent[n] = true
-			}
+	role := w.bind.role
+	known := map[string]bool{}
+	for n := range w.loss.shown[role] {
+		known[n] = true
+	}
+	for n, at := range w.loss.goneSeen[role] {
+		if w.now.Sub(at) <= 2*simGrace+time.Second {
+			known[n] = true
 		}
 	}
-	// And the simulation's own nodes, deleted: the binder asks the API
-	// server about them when a PV's marks name them.
-	limit := len(w.api.keys(rNodes)) + len(recent)
 	for _, n := range nodeNames {
-		if w.api.peek(rNodes, n) == nil && !recent[n] {
-			limit++
+		if w.api.peek(rNodes, n) == nil {
+			known[n] = true
 		}
 	}
-	if n := w.bind.ctrl.NodesTracked(); n > limit {
-		w.violate("binder: its node tracker holds %d nodes; %d exist or were deleted within twice the grace", n, limit)
+	if n := w.bind.ctrl.NodesTracked(); n > len(known) {
+		w.violate("binder: its node tracker holds %d nodes; its events showed %d present or deleted within twice the grace", n, len(known))
 	}
 }

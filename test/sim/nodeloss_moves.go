@@ -166,6 +166,17 @@ func (w *World) nodeGoneSeen(who, name string) {
 		w.loss.goneSeen[who] = m
 	}
 	m[name] = w.now
+	delete(w.loss.shown[who], name)
+}
+
+// nodeShown records that a process's events showed a node present.
+func (w *World) nodeShown(who, name string) {
+	m := w.loss.shown[who]
+	if m == nil {
+		m = map[string]bool{}
+		w.loss.shown[who] = m
+	}
+	m[name] = true
 }
 
 // lossAtRestMoves are the writes of writers.go that meet a node loss at

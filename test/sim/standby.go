@@ -26,6 +26,8 @@ func (w *World) failover() string {
 	}
 	b.role = "binder"
 	w.loss.seen["binder"] = w.loss.seen[standbyRole]
+	w.loss.goneSeen["binder"] = w.loss.goneSeen[standbyRole]
+	w.loss.shown["binder"] = w.loss.shown[standbyRole]
 	w.forget(standbyRole)
 	b.claimQ.name, b.volumeQ.name = "binder-claims", "binder-volumes"
 	w.bind = b
