@@ -39,14 +39,16 @@ func (w *World) checkHandOff(key string) {
 }
 
 // fitsSelectedNode reports whether a PV's node affinity (a zonal PV's)
-// admits the node the scheduler chose for the claim, if any.
+// admits the node the scheduler chose for the claim, if any, as the
+// binder's node cache shows that node (it may not show it yet).
 func (w *World) fitsSelectedNode(pv *v1.PersistentVolume, c *v1.PersistentVolumeClaim) bool {
 	name := c.Annotations[storagehelpers.AnnSelectedNode]
 	if pv.Spec.NodeAffinity == nil || name == "" {
 		return true
 	}
-	node, ok := w.api.peek(rNodes, name).(*v1.Node)
-	return ok && storagehelpers.CheckNodeAffinity(pv, node.Labels) == nil
+	obj, ok, _ := w.bind.caches.inf[rNodes].indexer.GetByKey(name)
+	node, isNode := obj.(*v1.Node)
+	return ok && isNode && storagehelpers.CheckNodeAffinity(pv, node.Labels) == nil
 }
 
 // preBoundFits reports whether a static PV is pre-bound to a claim and

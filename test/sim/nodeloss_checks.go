@@ -284,8 +284,9 @@ func (w *World) forgotten(n string) bool {
 
 // checkTracker: the leading binder's node tracker holds the nodes its
 // events last showed present and those they showed deleted within twice
-// the grace, however many came and went (and node-1 and node-2 when
-// deleted: it asks the API server about the nodes marks name).
+// the grace, however many came and went (and node-1 and node-2 always:
+// it asks the API server about the nodes marks name, and a GET may show
+// it one before its events do).
 func (w *World) checkTracker() {
 	if w.bind == nil || w.bind.ctrl == nil {
 		return
@@ -301,9 +302,7 @@ func (w *World) checkTracker() {
 		}
 	}
 	for _, n := range nodeNames {
-		if w.api.peek(rNodes, n) == nil {
-			known[n] = true
-		}
+		known[n] = true // asked of the API server when marks name it
 	}
 	if n := w.bind.ctrl.NodesTracked(); n > len(known) {
 		w.violate("binder: its node tracker holds %d nodes; its events showed %d present or deleted within twice the grace", n, len(known))
