@@ -64,7 +64,7 @@ func (r *InFlight) deleteUnsaved(ctx context.Context, claim *v1.PersistentVolume
 		}
 		return r.giveUpLater(claim, err)
 	}
-	resp, err := r.p.o.Driver.CreateVolume(ctx, prep.req)
+	resp, err := r.p.createVolume(ctx, claim.UID, prep.req)
 	if err != nil {
 		switch {
 		case status.Code(err) == codes.AlreadyExists:
@@ -75,7 +75,7 @@ func (r *InFlight) deleteUnsaved(ctx context.Context, claim *v1.PersistentVolume
 			// Not proof of no volume: an earlier call that timed out may
 			// still be making it (found by the simulator, seed 96).
 			return r.giveUpLater(claim, err)
-		case volumeAbsent(err):
+		case noVolumeMade(err):
 			logger.Info("The driver has no volume of the name", "volume", name, "err", err)
 			return nil
 		}
@@ -228,11 +228,4 @@ func recordNode(claim *v1.PersistentVolumeClaim) string {
 		return node
 	}
 	return claim.Annotations[storagehelpers.AnnSelectedNode]
-}
-
-// volumeAbsent reports whether a repeated CreateVolume's error proves that
-// no volume of that name exists: a final error does, except AlreadyExists,
-// which says that one does (with other parameters).
-func volumeAbsent(err error) bool {
-	return Classify(err, false) == Final && status.Code(err) != codes.AlreadyExists
 }

@@ -126,6 +126,7 @@ type env struct {
 	recorder *record.FakeRecorder
 	clock    time.Time
 	class    *storagev1.StorageClass
+	classes  cache.Indexer
 }
 
 type envOpt func(*Options)
@@ -156,7 +157,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	e.nodes = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	e.csiNodes = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	vas := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	e.class = newClass(nil)
+	e.class, e.classes = newClass(nil), classes
 	if err := classes.Add(e.class); err != nil {
 		t.Fatal(err)
 	}
@@ -389,6 +390,15 @@ func (e *env) createNode(n *v1.Node) {
 		e.t.Fatal(err)
 	}
 	if err := e.nodes.Add(n); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// deleteClass removes the test class from the cache (as its deletion,
+// once seen).
+func (e *env) deleteClass() {
+	e.t.Helper()
+	if err := e.classes.Delete(e.class); err != nil {
 		e.t.Fatal(err)
 	}
 }

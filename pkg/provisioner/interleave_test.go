@@ -195,7 +195,11 @@ func TestInterleavings(t *testing.T) {
 				}
 				e.deleteClaim(testClaim)
 				e.refresh()
-				e.settle(testClaim) // the repeated CreateVolume fails the same: no volume
+				creates := e.driver.createCount()
+				e.settle(testClaim) // every call answered final: no volume, no driver call
+				if e.driver.createCount() != creates {
+					e.t.Error("the clean-up repeated a CreateVolume that every call had answered final")
+				}
 			},
 			want: want{gone: true},
 		},

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 
+	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/migration"
 	"github.com/tether-csi/tether/pkg/nodeloss"
 )
@@ -96,6 +97,9 @@ type Provisioner struct {
 	// secretsUsed keeps, per claim in flight, the provisioner secret its
 	// CreateVolume was given, for a clean-up that finds it gone.
 	secretsUsed secretsUsed
+	// answers: per claim in flight, whether every CreateVolume made under
+	// the record this process wrote answered that it made no volume.
+	answers createAnswers
 	// detach: the PVs whose deletion waits for a detach.
 	detach detachWaits
 	// deleted: the PVs (by UID) whose volume this process deleted, until
@@ -136,7 +140,8 @@ func New(o Options) (*Provisioner, error) {
 	if o.Request.VolumeNamePrefix == "" {
 		return nil, errors.New("provisioner: the volume name prefix is empty")
 	}
-	return &Provisioner{o: o, now: time.Now, handoffs: newHandoffs(), secretsUsed: newSecretsUsed(), deleted: newDeletedVolumes()}, nil
+	return &Provisioner{o: o, now: time.Now, handoffs: newHandoffs(), secretsUsed: newSecretsUsed(), deleted: newDeletedVolumes(),
+		answers: newCreateAnswers()}, nil
 }
 
 // SupportsBlock lets the driver decide: it refuses block volumes itself.
@@ -213,14 +218,18 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	if node := p.recordedElsewhere(claim); node != "" {
 		return nil, controller.ProvisioningNoChange, fmt.Errorf("waiting for the provisioner of node %s to clean up the volume it may have made for the claim before it was rescheduled", node)
 	}
+	fresh := !inflight.Holds(claim)
 	if claim, err = p.recordInFlight(ctx, claim, name); err != nil {
 		return nil, controller.ProvisioningNoChange, err
+	}
+	if fresh {
+		p.answers.recorded(claim.UID, p.now())
 	}
 	p.secretsUsed.remember(claim.UID, prep.req.Secrets, p.now())
 	if err := p.protect(ctx, claim, prep.source); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
-	resp, err := p.o.Driver.CreateVolume(ctx, prep.req)
+	resp, err := p.createVolume(ctx, claim.UID, prep.req)
 	if err != nil {
 		_, nodeSelected := claim.Annotations[storagehelpers.AnnSelectedNode]
 		// As EP: ResourceExhausted on a selected node reschedules only for a
@@ -230,7 +239,8 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 		// The record stays, whatever the error: this call made nothing, but
 		// an earlier one may have (it timed out, then the driver answers
 		// AlreadyExists to a changed request, or ResourceExhausted). It goes
-		// with the claim's PV, or with the clean-up.
+		// with the claim's PV, or with the clean-up (at once, without a
+		// driver call, when every call answered final: createAnswers).
 		if outcome == Reschedule {
 			if rerr := p.reschedule(ctx, claim); rerr != nil {
 				logger.Error(rerr, "Removing the selected node")

@@ -158,6 +158,9 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 	case settleWaitFor:
 		r.queue.AddAfter(key, step.Wait)
 		return nil
+	case settleNoneMade:
+		logger.Info("Dropping the in-flight record without a driver call: every CreateVolume made for the claim answered that it made no volume",
+			"volume", in.Volume, "deleting", claim.DeletionTimestamp != nil)
 	case settleNodeGone:
 		node := recordNode(claim)
 		r.o.Recorder.Eventf(claim, v1.EventTypeWarning, "VolumeInFlightNodeGone",
@@ -184,6 +187,7 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 	}
 	p.handoffs.done(claim.UID)
 	p.secretsUsed.done(claim.UID)
+	p.answers.done(claim.UID)
 	return nil
 }
 
@@ -193,7 +197,7 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 func (r *InFlight) settleInput(ctx context.Context, claim *v1.PersistentVolumeClaim, fromAPI bool) (settleInput, error) {
 	p := r.p
 	in := settleInput{Claim: claim, Volume: p.recordedVolume(claim), HandedOff: p.handoffs.at(claim.UID),
-		Now: p.now(), HandBack: r.handBack}
+		NoneMade: p.answers.noVolume(claim.UID), Now: p.now(), HandBack: r.handBack}
 	in.Owner, in.Moved = p.ownerOf(claim)
 	var err error
 	if in.PV, err = r.volumeNamed(ctx, in.Volume, claim, fromAPI); err != nil {

@@ -32,6 +32,10 @@ const (
 	// bound to another one, or in node-deployment mode it moved to another
 	// node).
 	settleCleanUp
+	// settleNoneMade drops the record of a claim that is deleted or will
+	// never use its volume, without a driver call: every CreateVolume made
+	// for it answered that it made no volume, so none exists.
+	settleNoneMade
 	// settleNodeGone drops the record of a node-mode claim whose record's
 	// node is lost (deleted, or tainted out-of-service) for longer than
 	// the node-loss grace: no provisioner can reach its local volume, and
@@ -67,6 +71,10 @@ type settleInput struct {
 	// Provision returns, with retries; until then "no PV" does not mean
 	// "unsaved".
 	HandedOff time.Time
+	// NoneMade: this process wrote the record on a claim that held none,
+	// and every CreateVolume it made for the claim since answered that it
+	// made no volume (createAnswers): no volume exists for the claim.
+	NoneMade bool
 	// Owner says whose record it is. Moved: in node-deployment mode, the
 	// claim's selected node is no longer the record's node (the claim was
 	// rescheduled). NodeGone: the record's node has been lost (deleted,
@@ -102,7 +110,9 @@ const saveRecheck = 5 * time.Second
 // record. It never deletes a volume a PV names or named: a claim bound to
 // the record's volume had its PV saved once, whatever became of that PV.
 // It deletes only a volume this provisioner made for this very claim,
-// once the claim is deleted or can never use it.
+// once the claim is deleted or can never use it, and drops the record of
+// such a claim without a driver call when every CreateVolume made for it
+// answered that it made no volume.
 func decideSettle(in settleInput) settleStep {
 	claim, pv := in.Claim, in.PV
 	deleting := claim.DeletionTimestamp != nil
@@ -137,6 +147,9 @@ func decideSettle(in settleInput) settleStep {
 	unused := deleting || claim.Spec.VolumeName != "" || in.Moved
 	if !unused {
 		return settleStep{Op: settleKeep}
+	}
+	if in.NoneMade {
+		return settleStep{Op: settleNoneMade}
 	}
 	if !in.HandedOff.IsZero() && in.Now.Sub(in.HandedOff) < saveGrace {
 		return settleStep{Op: settleWaitFor, Wait: saveRecheck}
@@ -226,5 +239,6 @@ func (p *Provisioner) settleBeforeRelease(ctx context.Context, pv *v1.Persistent
 	}
 	p.handoffs.done(claim.UID)
 	p.secretsUsed.done(claim.UID)
+	p.answers.done(claim.UID)
 	return nil
 }

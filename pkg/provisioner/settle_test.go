@@ -13,6 +13,9 @@ func TestDecideSettle(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	deleted := func(c *v1.PersistentVolumeClaim) { ts := metav1.NewTime(now); c.DeletionTimestamp = &ts }
 	hand := claimAnn("hand-back", "yes")
+	// noneMade: every CreateVolume this process made under the record it
+	// wrote answered that it made no volume (createAnswers).
+	noneMade := claimAnn("none-made", "yes")
 	boundTo := func(name string) claimOpt { return func(c *v1.PersistentVolumeClaim) { c.Spec.VolumeName = name } }
 	// pv is the PV of the record's name, pre-bound to the claim UID uid
 	// (none when empty), made age ago.
@@ -54,6 +57,14 @@ func TestDecideSettle(t *testing.T) {
 		{"node mode: the record's node is lost for the grace", newClaim(deleted), nil, 0, ownedElsewhere, false, true, settleStep{Op: settleNodeGone}},
 		{"node mode: a record of no node: nothing was made", newClaim(deleted), nil, 0, ownedByNone, false, false, settleStep{Op: settleForget}},
 		{"hand-back: saved PV, claim not bound yet: dropped at once", newClaim(hand), pv(own, time.Second), 0, ownedHere, false, false, settleStep{Op: settleForget}},
+		// Issue 33, defect 7: a claim deleted with its class held its
+		// namespace 13.5 minutes for a volume that was never made.
+		{"every CreateVolume answered final, claim deleted: the record goes without a driver call", newClaim(deleted, noneMade), nil, 0, ownedHere, false, false, settleStep{Op: settleNoneMade}},
+		{"every CreateVolume answered final, claim bound to another volume: the record goes without a driver call", newClaim(noneMade, boundTo("pvc-recycled")), nil, 0, ownedHere, false, false, settleStep{Op: settleNoneMade}},
+		{"node mode: every CreateVolume answered final, claim rescheduled away: the record goes without a driver call", newClaim(noneMade), nil, 0, ownedHere, true, false, settleStep{Op: settleNoneMade}},
+		{"every CreateVolume answered final, claim lives: the record stays for the library's retry", newClaim(noneMade), nil, 0, ownedHere, false, false, settleStep{Op: settleKeep}},
+		{"every CreateVolume answered final, claim deleted, a PV of the name for another claim: tracked, forgotten", newClaim(deleted, noneMade), pv("other", 0), 0, ownedHere, false, false, settleStep{Op: settleForget}},
+		{"node mode: every CreateVolume answered final here, another node's record: left to that node", newClaim(deleted, noneMade), nil, 0, ownedElsewhere, false, false, settleStep{Op: settleKeep}},
 	}
 	// The node lost for less than the grace: looked at again when it ends.
 	lostFor := settleInput{Claim: newClaim(deleted), Volume: testVolume, Owner: ownedElsewhere, NodeWait: time.Minute, Now: now}
@@ -63,7 +74,7 @@ func TestDecideSettle(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := settleInput{Claim: tt.claim, Volume: testVolume, PV: tt.pv, Owner: tt.owner, Moved: tt.moved, NodeGone: tt.nodeGone, Now: now,
-				HandBack: tt.claim.Annotations["hand-back"] == "yes"}
+				HandBack: tt.claim.Annotations["hand-back"] == "yes", NoneMade: tt.claim.Annotations["none-made"] == "yes"}
 			if tt.handedOff > 0 {
 				in.HandedOff = now.Add(-tt.handedOff)
 			}

@@ -5,11 +5,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tether-csi/tether/pkg/provisioner"
@@ -158,11 +160,35 @@ func TestProvisionerFinalError(t *testing.T) {
 	if len(pvs.Items) != 0 {
 		t.Errorf("%d PVs exist after a final error", len(pvs.Items))
 	}
-	// The record stays while the claim waits; once the claim is deleted the
-	// clean-up's repeated CreateVolume gets the final code again, which
-	// proves there is no volume, and the claim goes.
+	// The record stays while the claim waits; once the claim is deleted it
+	// goes, with no clean-up call: every CreateVolume answered final.
 	expectInFlight(t, c.Client, "broken")
 	deleteClaimAndWaitCleanedUp(t, c.Client, "broken")
+
+	// Deleted with its class, as a test suite deletes its namespace's claims
+	// and class (issue 33, defect 7): it goes at once too, with no
+	// clean-up that needs the class (that one was held 10 minutes, then
+	// given up with VolumeCleanupAbandoned).
+	createCSIClass(t, c, "broken-gone", name, "Delete", storagev1.VolumeBindingImmediate)
+	mustCreate(t, c.Client.CoreV1().PersistentVolumeClaims("default").Create, claim("broken-gone", "broken-gone", "1Gi"))
+	waitEvent(t, c.Client, "default", "broken-gone", "ProvisioningFailed")
+	expectInFlight(t, c.Client, "broken-gone")
+	if err := c.Client.StorageV1().StorageClasses().Delete(t.Context(), "broken-gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	deleteClaimAndWaitCleanedUp(t, c.Client, "broken-gone")
+	t.Logf("the claim deleted with its class let go in %s", time.Since(start).Round(time.Millisecond))
+	events, err := c.Client.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", "broken-gone").String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.Reason == provisioner.ReasonVolumeCleanupAbandoned || e.Reason == "ProvisioningCleanupFailed" {
+			t.Errorf("event %s on a claim whose every CreateVolume answered final: %s", e.Reason, e.Message)
+		}
+	}
 }
 
 func waitGone(t *testing.T, get func(context.Context) error) {

@@ -49,6 +49,10 @@ func (w *World) tenantCreate() string {
 	ns := pick(w, nss)
 	class := pick(w, []string{classImmediate, classWFFC, classSecret, classRetain})
 	c := w.newClaim(ns, class, pick(w, []string{"1Gi", "1Gi", "2Gi"}))
+	if w.blockClaim(c.Name) {
+		block := v1.PersistentVolumeBlock
+		c.Spec.VolumeMode = &block
+	}
 	if w.rng.Intn(4) == 0 {
 		vac := vacGold
 		c.Spec.VolumeAttributesClassName = &vac
@@ -59,7 +63,8 @@ func (w *World) tenantCreate() string {
 	}
 	oc := out.(*v1.PersistentVolumeClaim)
 	w.claimNS[string(oc.UID)] = ns
-	return fmt.Sprintf("tenant: create claim %s/%s (%s, uid %s, vac %v)", ns, c.Name, class, shortUID(oc.UID), c.Spec.VolumeAttributesClassName != nil)
+	return fmt.Sprintf("tenant: create claim %s/%s (%s, uid %s, vac %v, block %v)", ns, c.Name, class, shortUID(oc.UID),
+		c.Spec.VolumeAttributesClassName != nil, c.Spec.VolumeMode != nil)
 }
 
 func shortUID[T ~string](uid T) string {
@@ -247,6 +252,7 @@ func (w *World) adminStaticPV() string {
 	if c.Spec.VolumeAttributesClassName != nil {
 		pv.Spec.VolumeAttributesClassName = c.Spec.VolumeAttributesClassName
 	}
+	pv.Spec.VolumeMode = c.Spec.VolumeMode // a block disk for a block claim
 	if w.rng.Intn(2) == 0 {
 		// The disk of a claim whose expansion had not finished.
 		pv.Annotations = map[string]string{annPreResize: "3Gi"}

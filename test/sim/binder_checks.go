@@ -66,8 +66,19 @@ func preBoundFits(pv *v1.PersistentVolume, c *v1.PersistentVolumeClaim) bool {
 		vac != nil && *vac != *pv.Spec.VolumeAttributesClassName {
 		return false
 	}
+	if volumeModeOf(c.Spec.VolumeMode) != volumeModeOf(pv.Spec.VolumeMode) {
+		return false
+	}
 	want, have := c.Spec.Resources.Requests[v1.ResourceStorage], pv.Spec.Capacity[v1.ResourceStorage]
 	return have.Cmp(want) >= 0
+}
+
+// volumeModeOf is a claim's or PV's volume mode, Filesystem when unset.
+func volumeModeOf(m *v1.PersistentVolumeMode) v1.PersistentVolumeMode {
+	if m == nil {
+		return v1.PersistentVolumeFilesystem
+	}
+	return *m
 }
 
 // checkCapacities: a claim bound to a PV that carries the pre-resize

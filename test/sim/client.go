@@ -26,12 +26,21 @@ func (w *World) newClient(who string) kubernetes.Interface {
 // newClientOf is newClient for a process whose name changes (a standby
 // binder that comes to lead).
 func (w *World) newClientOf(name func() string) kubernetes.Interface {
+	return w.newClientAs(name, nil)
+}
+
+// newClientAs is newClientOf for a provisioner process, whose writes are
+// told apart (caller) for the check of refused.go.
+func (w *World) newClientAs(name func() string, caller *provProc) kubernetes.Interface {
 	cs := &fake.Clientset{}
 	cs.AddReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, nil
 	})
 	cs.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		prev := w.caller
+		w.caller = caller
 		obj, err := w.react(name(), action)
+		w.caller = prev
 		return true, obj, err
 	})
 	return cs
@@ -62,7 +71,14 @@ func (w *World) react(who string, action k8stesting.Action) (runtime.Object, err
 	if write && who == standbyRole {
 		w.violate("the binder standing by wrote: %s %s %s", verb, res, nameOf(action))
 	}
+	var before *v1.PersistentVolumeClaim
+	if res == rClaims && (verb == "update" || verb == "patch") {
+		before, _ = a.peek(rClaims, objKey(ns, nameOf(action))).(*v1.PersistentVolumeClaim)
+	}
 	obj, err := w.serve(a, res, ns, verb, action)
+	if after, ok := obj.(*v1.PersistentVolumeClaim); ok && before != nil && err == nil {
+		w.noteRecordWrite(before, after, fault != faultAfter)
+	}
 	if verb == "get" && res == rNodes {
 		if n, ok := obj.(*v1.Node); ok && err == nil {
 			w.observe(who, n.Name, n)

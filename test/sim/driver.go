@@ -109,8 +109,14 @@ func sourceOf(req *csi.CreateVolumeRequest) string {
 // timed-out call still works in the background, a repeat is Aborted. The
 // scheduler's fault plan may make it time out (with or without the volume
 // made later), or answer ResourceExhausted or Unavailable having made
-// nothing.
+// nothing. It supports no block volumes (refused.go).
 func (d *driver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	resp, err := d.create(req)
+	d.b.w.noteCreate(d, req.GetName(), err)
+	return resp, err
+}
+
+func (d *driver) create(req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	w := d.b.w
 	key := d.node + "/" + req.GetName()
 	if !d.upstream {
@@ -123,6 +129,10 @@ func (d *driver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	if w.machineGone(d) {
 		w.tracef("  csi CreateVolume %s: Unavailable (node %s is deleted)", key, d.node)
 		return nil, status.Error(codes.Unavailable, "the node is gone")
+	}
+	if err := refusesBlock(req); err != nil {
+		w.tracef("  csi CreateVolume %s: InvalidArgument (a block volume)", key)
+		return nil, err
 	}
 	for _, p := range d.b.pending {
 		if p.key == key {

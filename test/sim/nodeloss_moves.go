@@ -248,6 +248,7 @@ func (w *World) rebindAtRest() bool {
 		if c == nil {
 			return false
 		}
+		w.offered["rebind-pv"] = true
 		w.tracef("---- %s", w.rebind(pv.DeepCopy(), c))
 		return true
 	}

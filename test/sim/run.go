@@ -14,7 +14,7 @@ import (
 // Disabled names the actors left out of a run (make sim SIM_WITHOUT=forge,
 // strip): create, delete, clone, forge, strip, delete-namespace,
 // create-namespace, edit-vac, retain, delete-released, node,
-// recreate-class, static-pv, other-cluster, crash-provisioner,
+// recreate-class, class-with-claims, static-pv, other-cluster, crash-provisioner,
 // crash-binder, standby-binder, failover-binder, sweep, attach, detach, lease and switch and hand-back
 // (centralised mode), csinode and zonal-pv (node mode), node-loss, node-return,
 // node-notready, statefulset, rebind-pv, class-policy, autoscaler; and
@@ -67,10 +67,17 @@ func RunSchedule(seed int64) Result {
 	w.settle(0)
 	w.checkDetachedGone()
 	w.checkHandBack()
+	if w.teardownClasses() {
+		w.suiteSpec()
+	}
 	w.tracef("---- tear-down: every claim deleted")
 	w.attachBound()
 	for _, c := range w.api.claims() {
 		_ = w.api.Delete(rClaims, c.Namespace, c.Name, nil)
+	}
+	if w.teardownClasses() {
+		w.tracef("---- tear-down: every class deleted with the claims")
+		w.deleteClasses()
 	}
 	w.settle(3)
 	w.checkEnd()
@@ -223,6 +230,7 @@ func (w *World) options(settling bool) []option {
 	actor("delete-released", 1, w.adminDeleteReleased)
 	actor("node", 1, w.adminNode)
 	actor("recreate-class", 1, w.adminRecreateClass)
+	actor("class-with-claims", 1, w.classWithClaims)
 	actor("static-pv", 1, w.adminStaticPV)
 	if w.cfg.Node {
 		actor("zonal-pv", 1, w.adminZonalPV)
@@ -313,8 +321,9 @@ func (w *World) work(q *queue, key string) string {
 			if obj, ok, _ := p.caches.inf[rClaims].indexer.GetByKey(key); ok {
 				w.cleanup = obj.(*v1.PersistentVolumeClaim)
 			}
+			w.settler = p
 			err = p.inflight.Sync(ctx, key)
-			w.cleanup = nil
+			w.cleanup, w.settler = nil, nil
 		}
 	}
 	switch q {

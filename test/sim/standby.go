@@ -39,5 +39,7 @@ func (w *World) counts() map[string]int {
 	c := w.lossCounts()
 	c["binder failovers"] = w.failovers
 	c["binder failovers with caches behind"] = w.failoversBehind
+	c["CreateVolume refused"] = w.refusedCreates
+	c["classes deleted with their claims"] = w.classesWithClaims
 	return c
 }

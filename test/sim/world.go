@@ -90,15 +90,24 @@ type World struct {
 	attached map[string]bool // PV names a VolumeAttachment ever named
 	loss     lossState       // node loss (nodeloss.go)
 	offered  map[string]bool // the actor moves offered (writers.go)
-	nsSeq    int
-	claimSeq int
+	// creates are the CreateVolume answers by volume name, recordedBy the
+	// process that wrote each claim's record on a claim that held none,
+	// caller the provisioner process whose client writes now, settler the
+	// one whose in-flight reconciler works now (refused.go).
+	creates                           map[string][]createCall
+	recordedBy                        map[string]*provProc
+	caller, settler                   *provProc
+	refusedCreates, classesWithClaims int
+	nsSeq                             int
+	claimSeq                          int
 }
 
 func newWorld(seed int64) *World {
 	w := &World{seed: seed, rng: rand.New(rand.NewSource(seed)),
 		now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		claimNS: map[string]string{}, forged: map[string]bool{}, stripped: map[string]bool{}, seen: map[string]bool{},
-		cloned: map[string]bool{}, attached: map[string]bool{}, loss: newLossState(), offered: map[string]bool{}}
+		cloned: map[string]bool{}, attached: map[string]bool{}, loss: newLossState(), offered: map[string]bool{},
+		creates: map[string][]createCall{}, recordedBy: map[string]*provProc{}}
 	w.ctx = klog.NewContext(context.Background(), logr.Discard())
 	w.cfg = Config{StrictParams: w.rng.Intn(2) == 0, Owner: w.rng.Intn(3) > 0, Steps: 30 + w.rng.Intn(50)}
 	// The mode is drawn from a hash of the seed, not from the random
@@ -158,6 +167,9 @@ type recorder struct{ w *World }
 func (r recorder) Event(obj runtime.Object, eventtype, reason, message string) {
 	if reason == "VolumeInFlightNodeGone" {
 		r.w.checkNodeGoneEvent(obj)
+	}
+	if c, ok := obj.(*v1.PersistentVolumeClaim); ok && (reason == "ProvisioningCleanupFailed" || reason == provisioner.ReasonVolumeCleanupAbandoned) {
+		r.w.checkNoneMadeCleanup(c, reason)
 	}
 	kind, name := describe(obj)
 	r.w.events = append(r.w.events, event{kind, name, reason, message})
@@ -254,7 +266,7 @@ func (w *World) newTether(i int) *provProc {
 		p.name += "@" + p.node
 	}
 	p.drv = &driver{b: w.back, node: p.node}
-	p.client = w.newClient(p.name)
+	p.client = w.newClientAs(func() string { return p.name }, p)
 	p.ifQ = newQueue(w, "in-flight"+p.suffix())
 	p.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes, rCSINodes, rVAs, rVACs)
 	ix := func(r string) *informer { return p.caches.inf[r] }

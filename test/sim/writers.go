@@ -31,6 +31,7 @@ var writers = []writer{
 	{"admin", "PersistentVolume", "spec.nodeAffinity: a zone (that may hold one node)", "zonal-pv"},
 	{"admin", "PersistentVolume", "spec.claimRef: a kept PV bound again to another claim", "rebind-pv"},
 	{"admin", "StorageClass", "delete, or made again with other parameters", "recreate-class"},
+	{"tenant and admin", "StorageClass and PersistentVolumeClaim", "a class deleted with its claims (a test suite's clean-up)", "class-with-claims"},
 	{"admin", "StorageClass", "metadata.annotations[tether.dev/release-on-node-loss], on and off", "class-policy"},
 	{"admin", "Node", "delete, create", "node"},
 	{"admin", "Node", "spec.taints[node.kubernetes.io/out-of-service], or delete: a lost node", "node-loss"},
