@@ -27,7 +27,7 @@ import (
 func main() {
 	gremlins := flag.String("gremlins", "", "the gremlins binary")
 	workers := flag.Int("workers", 2, "mutants tested at once")
-	coefficient := flag.Int("timeout-coefficient", 5, "a mutant's tests time out after this many times the package's coverage run")
+	coefficient := flag.Int("timeout-coefficient", 10, "a mutant's tests time out after this many times the package's coverage run")
 	only := flag.String("only", "", "comma-separated package folders to mutate (default: all of them)")
 	outDir := flag.String("out", "_out/mutate", "folder for gremlins' logs and reports")
 	minimum := flag.Float64("min", 90, "fail when a package kills less than this percent")

@@ -160,10 +160,22 @@ func needsOwnRun(m mutant, src []byte, blocks []block) (bool, error) {
 	return false, nil
 }
 
+// ownRunFloor is the least time a mutant's own run is given: the cover
+// run that times it reuses the build gremlins' cover run left in the
+// cache, while each mutant rebuilds the package and links its tests with
+// the simulator (on 2 busy cores, over a minute).
+const ownRunFloor = 10 * time.Minute
+
+// ownTimeout is how long a mutant's tests may run in make mutate's own
+// run: coefficient times the package's cover run, and at least
+// ownRunFloor.
+func ownTimeout(coefficient int, cover time.Duration) time.Duration {
+	return max(ownRunFloor, time.Duration(coefficient)*cover)
+}
+
 // recheck runs, in workers copies of the module at src, the mutants of t
 // that gremlins misjudges, and returns ms with their statuses made right.
-// A mutant's tests time out after coefficient times the package's own
-// cover run, as gremlins' do.
+// A mutant's tests time out after ownTimeout.
 func recheck(src string, t target, ms []mutant, workers, coefficient int) ([]mutant, error) {
 	modPath, err := modulePath(src)
 	if err != nil {
@@ -181,7 +193,7 @@ func recheck(src string, t target, ms []mutant, workers, coefficient int) ([]mut
 	if out, err := cover.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("the tests of %s fail without a mutant: %w\n%s", t.Dir, err, out)
 	}
-	timeout := time.Duration(coefficient) * time.Since(start)
+	timeout := ownTimeout(coefficient, time.Since(start))
 	data, err := os.ReadFile(profile)
 	if err != nil {
 		return nil, err

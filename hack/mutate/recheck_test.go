@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const sample = `package p
@@ -140,6 +141,20 @@ func TestNeedsOwnRun(t *testing.T) {
 		}
 		if got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestOwnTimeout(t *testing.T) {
+	for _, c := range []struct {
+		coefficient int
+		cover, want time.Duration
+	}{
+		{5, 30 * time.Second, ownRunFloor},
+		{5, 3 * time.Minute, 15 * time.Minute},
+	} {
+		if got := ownTimeout(c.coefficient, c.cover); got != c.want {
+			t.Errorf("ownTimeout(%d, %s) = %s, want %s", c.coefficient, c.cover, got, c.want)
 		}
 	}
 }
