@@ -118,6 +118,15 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 30s); `make test` runs
 sanity: tools ## csi-sanity against the example local driver and the csi-test mock driver (needs root)
 	GO="$(GO)" hack/sanity.sh "$(TOOLS_BIN)"
 
+# Mutation testing of the decision code (hack/mutate.sh, docs/testing.md):
+# it takes over an hour on 2 cores (docs/testing.md has the figures), so it is
+# not part of make test.
+MUTATE_WORKERS ?= 2
+MUTATE_PKG ?=
+.PHONY: mutate
+mutate: ## mutation testing of the decision code (pkg/nodeloss, the binder's and provisioner's decide files) with gremlins; each mutant judged by the package's tests and a short simulator run; per package killed / lived / not covered and the survivors (MUTATE_PKG=pkg/binder narrows it, MUTATE_WORKERS=2)
+	@MUTATE_WORKERS=$(MUTATE_WORKERS) MUTATE_PKG=$(MUTATE_PKG) hack/mutate.sh "$(TOOLS_BIN)"
+
 lint: ## gofmt, go vet, staticcheck, go.mod tidy, no `// indirect` mark on a module we import
 	@GO="$(GO)" hack/lint.sh
 

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"io/fs"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// target is one package that make mutate mutates, and the files of it
+// that hold decision code. Only those files are mutated; the package's
+// whole test suite (with the build tag mutate, which adds its short
+// simulator run) judges every mutant.
+type target struct {
+	Dir   string   // the package's folder, relative to the module root
+	Files []string // the mutated files, relative to Dir
+}
+
+// targets is the decision code of tether. A file listed here whose
+// mutants cannot be killed is explained in docs/testing.md.
+var targets = []target{
+	{Dir: "pkg/nodeloss", Files: []string{"decide.go", "nodeloss.go", "tracker.go"}},
+	{Dir: "pkg/binder", Files: []string{"decide_claim.go", "decide_volume.go", "match.go", "settled.go"}},
+	{Dir: "pkg/provisioner", Files: []string{
+		"settle.go",         // decideSettle and what it reads
+		"detach.go",         // decideDetach
+		"static.go",         // decideStatic
+		"orphans_decide.go", // the sweep's DecideOrphan
+		"orphans_account.go",
+	}},
+}
+
+// excludes are the gremlins --exclude-files patterns that leave only
+// t.Files of the non-test Go files under t.Dir: one anchored pattern per
+// other file (gremlins matches them against paths relative to t.Dir).
+func excludes(t target, goFiles []string) []string {
+	var out []string
+	for _, f := range goFiles {
+		if strings.HasSuffix(f, "_test.go") || slices.Contains(t.Files, f) {
+			continue
+		}
+		out = append(out, "^"+regexp.QuoteMeta(f)+"$")
+	}
+	return out
+}
+
+// goFiles lists the .go files under dir, relative to it, with / as the
+// separator.
+func goFiles(dir string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".go" {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		out = append(out, filepath.ToSlash(rel))
+		return err
+	})
+	return out, err
+}
