@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"os"
@@ -34,9 +35,20 @@ func InstallSnapshotCRDs(t T, c *Cluster) {
 		t.Fatal(err)
 	}
 	c.Kubectl(t, nil, "apply", "-f", dir)
-	c.Kubectl(t, nil, "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/volumesnapshots.snapshot.storage.k8s.io", "crd/volumesnapshotcontents.snapshot.storage.k8s.io",
-		"crd/volumesnapshotclasses.snapshot.storage.k8s.io")
+	// Polled, not `kubectl wait --for=condition=Established`: that fails at
+	// once on a CRD whose status has no conditions yet (CI, 2026-11-27:
+	// ".status.conditions accessor error: <nil>").
+	Eventually(t, "the snapshot CRDs served", func(context.Context) (bool, error) {
+		list, err := c.Client.Discovery().ServerResourcesForGroupVersion("snapshot.storage.k8s.io/v1")
+		if err != nil {
+			return false, nil
+		}
+		served := map[string]bool{}
+		for _, r := range list.APIResources {
+			served[r.Name] = true
+		}
+		return served["volumesnapshots"] && served["volumesnapshotcontents"] && served["volumesnapshotclasses"], nil
+	})
 }
 
 // StartSnapshotter runs the csi-snapshotter sidecar against a driver's
