@@ -51,3 +51,34 @@ func TestStaticReclaimDropsTheFinalizerThatHoldsThePV(t *testing.T) {
 		t.Errorf("the PV: deleting %v, finalizers %v; want it deleting without %s", got.DeletionTimestamp != nil, got.Finalizers, FinalizerVolume)
 	}
 }
+
+// When the PV of that name is already another PV (the old one went and an
+// admin made a new one), the reclaimer leaves the new one's finalizer.
+func TestStaticReclaimLeavesANewPVOfTheSameName(t *testing.T) {
+	e := newEnv(t)
+	s, err := e.p.NewStatic(StaticOptions{Volumes: e.volumes, RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string]()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.driver.CreateVolume(e.ctx, &csi.CreateVolumeRequest{Name: "static"}) // handle h-static
+	pv := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeReleased, FinalizerVolume)
+	e.savePV(pv)
+	tracker := e.client.Tracker()
+	pvs := v1.SchemeGroupVersion.WithResource("persistentvolumes")
+	e.client.PrependReactor("delete", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		renewed := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeBound, FinalizerVolume)
+		renewed.UID = "pv-uid-2"
+		return true, nil, tracker.Update(pvs, renewed, "")
+	})
+	e.refresh()
+	if err := s.sync(e.ctx, pv.Name); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.client.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.UID != "pv-uid-2" || !slices.Contains(got.Finalizers, FinalizerVolume) {
+		t.Errorf("the new PV: UID %s, finalizers %v; want pv-uid-2 keeping %s", got.UID, got.Finalizers, FinalizerVolume)
+	}
+}
