@@ -105,3 +105,14 @@ func TestSettleBeforeReleaseFailsWhenTheRecordStays(t *testing.T) {
 		t.Error("the claim lost its record")
 	}
 }
+
+// A claim whose PV is being saved is looked at again after a wait, not at
+// once in a loop until the save grace ends.
+func TestSettleRechecksASaveAfterAWait(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	deleted := newClaim(func(c *v1.PersistentVolumeClaim) { ts := metav1.NewTime(now); c.DeletionTimestamp = &ts })
+	got := decideSettle(settleInput{Claim: deleted, Volume: testVolume, HandedOff: now.Add(-time.Second), Owner: ownedHere, Now: now})
+	if got.Op != settleWaitFor || got.Wait < time.Second {
+		t.Errorf("%+v, want settleWaitFor with a wait of a second or more", got)
+	}
+}
