@@ -9,8 +9,10 @@
 //
 //	mutate: <P> packages, <K> killed, <L> lived, <N> not covered, lowest <package> <percent>%
 //
-// It exits 1 when a package kills less than -min percent of its covered
-// mutants. Gremlins' output and JSON report per package are kept in -out.
+// A package that kills less than -min percent of its covered mutants is
+// named before that line; the exit status is 0 all the same, so that the
+// line stays the last one make prints (it is 1 only when a run cannot be
+// made). Gremlins' output and JSON report per package are kept in -out.
 package main
 
 import (
@@ -30,7 +32,7 @@ func main() {
 	coefficient := flag.Int("timeout-coefficient", 10, "a mutant's tests time out after this many times the package's coverage run")
 	only := flag.String("only", "", "comma-separated package folders to mutate (default: all of them)")
 	outDir := flag.String("out", "_out/mutate", "folder for gremlins' logs and reports")
-	minimum := flag.Float64("min", 90, "fail when a package kills less than this percent")
+	minimum := flag.Float64("min", 90, "name each package that kills less than this percent")
 	flag.Parse()
 	if err := run(*gremlins, *workers, *coefficient, *only, *outDir, *minimum); err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
@@ -80,17 +82,12 @@ func run(gremlins string, workers, coefficient int, only, outDir string, minimum
 		tallies = append(tallies, tl)
 	}
 	fmt.Printf("mutate: %d packages in %s\n", len(tallies), time.Since(start).Round(time.Second))
-	low := false
 	for _, t := range tallies {
 		if t.percent() < minimum {
-			fmt.Fprintf(os.Stderr, "mutate: %s kills %.1f%% of its covered mutants, under %.0f%%\n", t.Package, t.percent(), minimum)
-			low = true
+			fmt.Printf("mutate: %s kills %.1f%% of its covered mutants, under the goal of %.0f%%\n", t.Package, t.percent(), minimum)
 		}
 	}
 	fmt.Println(lastLine(tallies))
-	if low {
-		os.Exit(1)
-	}
 	return nil
 }
 

@@ -1,0 +1,84 @@
+package provisioner
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// A released static PV with Delete whose deletion its finalizer holds (as
+// the API server does): once the backend volume is gone, the reclaimer
+// drops the finalizer of that same PV, so that the PV goes.
+func TestStaticReclaimDropsTheFinalizerThatHoldsThePV(t *testing.T) {
+	e := newEnv(t)
+	s, err := e.p.NewStatic(StaticOptions{Volumes: e.volumes, RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string]()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.driver.CreateVolume(e.ctx, &csi.CreateVolumeRequest{Name: "static"}) // handle h-static
+	pv := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeReleased, FinalizerVolume)
+	e.savePV(pv)
+	tracker := e.client.Tracker()
+	pvs := v1.SchemeGroupVersion.WithResource("persistentvolumes")
+	e.client.PrependReactor("delete", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := tracker.Get(pvs, "", a.(k8stesting.DeleteAction).GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		held := obj.(*v1.PersistentVolume).DeepCopy()
+		now := metav1.Now()
+		held.DeletionTimestamp = &now
+		return true, nil, tracker.Update(pvs, held, "")
+	})
+	e.refresh()
+	if err := s.sync(e.ctx, pv.Name); err != nil {
+		t.Fatal(err)
+	}
+	if vols := e.driver.volumes(); len(vols) != 0 {
+		t.Errorf("backend volumes left: %v", vols)
+	}
+	got, err := e.client.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.DeletionTimestamp == nil || slices.Contains(got.Finalizers, FinalizerVolume) {
+		t.Errorf("the PV: deleting %v, finalizers %v; want it deleting without %s", got.DeletionTimestamp != nil, got.Finalizers, FinalizerVolume)
+	}
+}
+
+// When the PV of that name is already another PV (the old one went and an
+// admin made a new one), the reclaimer leaves the new one's finalizer.
+func TestStaticReclaimLeavesANewPVOfTheSameName(t *testing.T) {
+	e := newEnv(t)
+	s, err := e.p.NewStatic(StaticOptions{Volumes: e.volumes, RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string]()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.driver.CreateVolume(e.ctx, &csi.CreateVolumeRequest{Name: "static"}) // handle h-static
+	pv := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeReleased, FinalizerVolume)
+	e.savePV(pv)
+	tracker := e.client.Tracker()
+	pvs := v1.SchemeGroupVersion.WithResource("persistentvolumes")
+	e.client.PrependReactor("delete", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		renewed := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeBound, FinalizerVolume)
+		renewed.UID = "pv-uid-2"
+		return true, nil, tracker.Update(pvs, renewed, "")
+	})
+	e.refresh()
+	if err := s.sync(e.ctx, pv.Name); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.client.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.UID != "pv-uid-2" || !slices.Contains(got.Finalizers, FinalizerVolume) {
+		t.Errorf("the new PV: UID %s, finalizers %v; want pv-uid-2 keeping %s", got.UID, got.Finalizers, FinalizerVolume)
+	}
+}
