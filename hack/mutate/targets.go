@@ -20,7 +20,7 @@ type target struct {
 // targets is the decision code of tether. A file listed here whose
 // mutants cannot be killed is explained in docs/testing.md.
 var targets = []target{
-	{Dir: "pkg/nodeloss", Files: []string{"decide.go", "nodeloss.go", "tracker.go"}},
+	{Dir: "pkg/nodeloss", Files: []string{"decide.go", "nodeloss.go", "pin.go", "tracker.go"}},
 	{Dir: "pkg/binder", Files: []string{"decide_claim.go", "decide_volume.go", "match.go", "settled.go"}},
 	{Dir: "pkg/provisioner", Files: []string{
 		"settle.go",         // decideSettle and what it reads
