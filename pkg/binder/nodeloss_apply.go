@@ -54,6 +54,11 @@ func (c *Controller) applyNodeLoss(ctx context.Context, in nodeloss.Input, step 
 		if lost, err := c.lostOnServer(ctx, node.Name); err != nil || !lost {
 			return c.notLost(ctx, pv, node.Name, err)
 		}
+		// A claim its user deleted needs no release, whatever the cache
+		// says (seed 1417: the deletion not yet in the cache).
+		if going, err := c.claimDeletionSent(ctx, pv); err != nil || going {
+			return err
+		}
 		if err := c.patchMarks(ctx, pv, map[string]any{"annotations": map[string]any{
 			nodeloss.AnnReleased: in.Now.UTC().Format(time.RFC3339)}}); err != nil {
 			return err
@@ -122,10 +127,11 @@ func (c *Controller) unmark(ctx context.Context, in nodeloss.Input) error {
 	return nil
 }
 
-// claimDeletionSent reports whether the API server says the claim a
-// released PV is bound to is gone, another, or being deleted: its
-// deletion was sent, and the release goes on, whatever the cache says.
-// The PV is then looked at again shortly.
+// claimDeletionSent reports whether the API server says the claim a PV
+// is bound to is gone, another, or being deleted, whatever the cache
+// says: for a released PV its deletion was sent, and the release goes on;
+// before the release, its user deleted it, and there is none. The PV is
+// then looked at again shortly.
 func (c *Controller) claimDeletionSent(ctx context.Context, pv *v1.PersistentVolume) (bool, error) {
 	ref := pv.Spec.ClaimRef
 	claim, err := c.opts.Client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
@@ -136,7 +142,7 @@ func (c *Controller) claimDeletionSent(ctx context.Context, pv *v1.PersistentVol
 	case claim.UID == ref.UID && claim.DeletionTimestamp == nil:
 		return false, nil
 	}
-	klog.FromContext(ctx).V(2).Info("The released claim's deletion was sent; the release goes on", "pvc", klog.KRef(ref.Namespace, ref.Name))
+	klog.FromContext(ctx).V(2).Info("The claim is gone or being deleted on the API server's word", "pvc", klog.KRef(ref.Namespace, ref.Name))
 	c.volumeQueue.AddAfter(pv.Name, time.Second)
 	return true, nil
 }

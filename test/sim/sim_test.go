@@ -90,3 +90,17 @@ func TestSimReboundAfterRestartIsReleased(t *testing.T) {
 		t.Errorf("seed %d no longer binds a kept PV again and releases its new claim (counts %v): the random stream moved; find another seed", seed, s.Counts)
 	}
 }
+
+// Seed 1417 (CI's 10,000 schedules of the merged stream, 2026-11-27):
+// the tenant deleted a claim of the lost node within the grace; the
+// binder's cache had not seen it when the grace ended, and the binder
+// released it (then deleted its PV without DeleteVolume: the volume the
+// user asked to delete stayed on the disk). The release now asks the API
+// server about the claim, as the claim's deletion asks about the node.
+func TestSimUserDeletionNotYetSeenIsNotReleased(t *testing.T) {
+	for _, seed := range []int64{1417, 7297} {
+		if s := Run(seed, 1); s.Violations != 0 {
+			t.Errorf("seed %d: %s", seed, strings.Join(s.Failed[0].Violations, "\n"))
+		}
+	}
+}
