@@ -232,6 +232,23 @@ func (w *World) adminRecreateClass() string {
 	return "admin: re-create class " + name + " with other parameters"
 }
 
+// preBoundPV is an admin's PV of another driver (<kind>.example), named
+// <kind>-<claim>, pre-bound to a claim and fitting it: its class, its
+// attributes class, its volume mode (a block disk for a block claim).
+func preBoundPV(c *v1.PersistentVolumeClaim, kind string, reclaim v1.PersistentVolumeReclaimPolicy) *v1.PersistentVolume {
+	name := kind + "-" + c.Name
+	return &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.PersistentVolumeSpec{
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: resource.MustParse("5Gi")},
+			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: reclaim, StorageClassName: *c.Spec.StorageClassName,
+			ClaimRef:                  &v1.ObjectReference{Namespace: c.Namespace, Name: c.Name},
+			VolumeAttributesClassName: c.Spec.VolumeAttributesClassName,
+			VolumeMode:                c.Spec.VolumeMode,
+			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
+				Driver: kind + ".example", VolumeHandle: name}}}}
+}
+
 // adminStaticPV makes a PV pre-bound to a pending claim: the claim binds
 // to it, whatever its own CreateVolume did.
 func (w *World) adminStaticPV() string {
@@ -240,19 +257,7 @@ func (w *World) adminStaticPV() string {
 		return "admin: no pending claim for a static PV"
 	}
 	c := pick(w, cs)
-	policy := v1.PersistentVolumeReclaimRetain
-	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "static-" + c.Name},
-		Spec: v1.PersistentVolumeSpec{
-			Capacity:                      v1.ResourceList{v1.ResourceStorage: resource.MustParse("5Gi")},
-			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: policy, StorageClassName: *c.Spec.StorageClassName,
-			ClaimRef: &v1.ObjectReference{Namespace: c.Namespace, Name: c.Name},
-			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
-				Driver: "static.example", VolumeHandle: "static-" + c.Name}}}}
-	if c.Spec.VolumeAttributesClassName != nil {
-		pv.Spec.VolumeAttributesClassName = c.Spec.VolumeAttributesClassName
-	}
-	pv.Spec.VolumeMode = c.Spec.VolumeMode // a block disk for a block claim
+	pv := preBoundPV(c, "static", v1.PersistentVolumeReclaimRetain)
 	if w.rng.Intn(2) == 0 {
 		// The disk of a claim whose expansion had not finished.
 		pv.Annotations = map[string]string{annPreResize: "3Gi"}

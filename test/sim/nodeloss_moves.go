@@ -7,7 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-csi/tether/pkg/nodeloss"
@@ -55,17 +54,9 @@ func (w *World) adminZonalPV() string {
 	c := pick(w, cs)
 	zone := zoneOf(pick(w, nodeNames))
 	reclaim := pick(w, []v1.PersistentVolumeReclaimPolicy{v1.PersistentVolumeReclaimDelete, v1.PersistentVolumeReclaimRetain})
-	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "zonal-" + c.Name},
-		Spec: v1.PersistentVolumeSpec{
-			Capacity:                      v1.ResourceList{v1.ResourceStorage: resource.MustParse("5Gi")},
-			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: reclaim, StorageClassName: *c.Spec.StorageClassName,
-			ClaimRef: &v1.ObjectReference{Namespace: c.Namespace, Name: c.Name},
-			NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
-				MatchExpressions: []v1.NodeSelectorRequirement{{Key: zoneKey, Operator: v1.NodeSelectorOpIn, Values: []string{zone}}}}}}},
-			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
-				Driver: "zonal.example", VolumeHandle: "zonal-" + c.Name}}}}
-	pv.Spec.VolumeAttributesClassName = c.Spec.VolumeAttributesClassName
+	pv := preBoundPV(c, "zonal", reclaim)
+	pv.Spec.NodeAffinity = &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+		MatchExpressions: []v1.NodeSelectorRequirement{{Key: zoneKey, Operator: v1.NodeSelectorOpIn, Values: []string{zone}}}}}}}
 	if _, err := w.api.Create(pv); err != nil {
 		return "admin: zonal PV: " + err.Error()
 	}
