@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -143,7 +144,8 @@ func (w *World) teardownClasses() bool {
 // provisioners that run now (the hand-back check restarted them, and a
 // restart forgets what the calls answered): a namespace of its own, a
 // claim of each class, half of them block (from a hash), provisioned or
-// refused. The tear-down then deletes them with their classes.
+// refused (a few times: it runs until only retries are left after two
+// minutes). The tear-down then deletes them with their classes.
 func (w *World) suiteSpec() {
 	ns := w.addNamespace()
 	var block []string
@@ -161,7 +163,7 @@ func (w *World) suiteSpec() {
 		w.claimNS[string(out.(*v1.PersistentVolumeClaim).UID)] = ns
 	}
 	w.tracef("---- a test suite's last spec in %s: a claim of each class, block %v", ns, block)
-	w.settle(0)
+	w.settleQuiet(0, 2*time.Minute)
 }
 
 // deleteClasses deletes every class (the tear-down's).

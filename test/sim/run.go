@@ -388,7 +388,11 @@ const quietAfter = 30 * time.Minute
 // settle runs the system until nothing is pending: when no work is ready,
 // time jumps to the next delayed key; then it sweeps, sweeps more times
 // a minute apart.
-func (w *World) settle(sweeps int) {
+func (w *World) settle(sweeps int) { w.settleQuiet(sweeps, quietAfter) }
+
+// settleQuiet is settle, with quiet for how long time may pass for
+// retries alone.
+func (w *World) settleQuiet(sweeps int, quiet time.Duration) {
 	start := w.now
 	for budget := 1500; budget > 0; budget-- {
 		if w.step(true) {
@@ -401,10 +405,10 @@ func (w *World) settle(sweeps int) {
 				next, found = t, true
 			}
 		}
-		if found && sweeps == 0 && next.Sub(start) > quietAfter {
+		if found && sweeps == 0 && next.Sub(start) > quiet {
 			// Only retries are left (a clone of a source that is gone
 			// waits for ever, as with external-provisioner).
-			w.tracef("---- quiet: only retries left after %s", quietAfter)
+			w.tracef("---- quiet: only retries left after %s", quiet)
 			return
 		}
 		if found {
