@@ -173,6 +173,9 @@ func TestDecideEligible(t *testing.T) {
 		{"claim gone already (the user deleted it): its PV takes the usual way", nil, nil, oos, Nothing},
 		{"claim being deleted by the user: its PV takes the usual way", nil, deleting(boundClaim()), oos, Nothing},
 		{"claim made after the loss: its grace starts when it was made", nil, madeAt(boundClaim(), t0.Add(time.Hour)), oos, MarkLost},
+		{"marks without lost-claim, claim alive, node back: removed", func(pv *v1.PersistentVolume) {
+			pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "node-2", rfc(t0)
+		}, boundClaim(), Node{Name: "node-2"}, Unmark},
 		{"another claim's marks, the PV being bound again, node still lost: kept", func(pv *v1.PersistentVolume) {
 			pv.Annotations[AnnLostClaim], pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "uid-0", "node-2", rfc(t0)
 			pv.Spec.ClaimRef.UID = ""
@@ -214,6 +217,43 @@ func TestDecideEligible(t *testing.T) {
 			}
 			if got := Decide(Input{PV: pv, Claim: tt.claim, Policy: true, Node: tt.node, Now: t0, Grace: grace}); got.Op != tt.want {
 				t.Errorf("got %s, want %s", got.Op, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecideGraceStart: when a claim's grace starts, as MarkLost writes it.
+func TestDecideGraceStart(t *testing.T) {
+	oos := Node{Name: "node-2", Loss: OutOfService, Since: t0}
+	longAgo := Node{Name: "node-2", Loss: OutOfService, Since: t0.Add(-time.Hour)}
+	tests := []struct {
+		name  string
+		pv    func(*v1.PersistentVolume)
+		claim *v1.PersistentVolumeClaim
+		node  Node
+		since time.Time
+	}{
+		{"claim made after the loss: when it was made", nil, madeAt(boundClaim(), t0.Add(time.Hour)), oos, t0.Add(time.Hour)},
+		{"claim made before the loss: the loss", nil, madeAt(boundClaim(), t0.Add(-time.Hour)), oos, t0},
+		{"another claim's marks, the new claim bound, the node lost long before: now", func(pv *v1.PersistentVolume) {
+			pv.Annotations[AnnLostClaim], pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "uid-0", "node-2", rfc(t0.Add(-time.Hour))
+		}, boundClaim(), longAgo, t0},
+		{"marks without lost-claim (an older binder's), claim alive: another claim's, now", func(pv *v1.PersistentVolume) {
+			pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "node-2", rfc(t0.Add(-time.Hour))
+		}, boundClaim(), longAgo, t0},
+		{"marked a second before this binder's first sight: timed again from the sight", func(pv *v1.PersistentVolume) {
+			pv.Annotations[AnnLostClaim], pv.Annotations[AnnLostNode], pv.Annotations[AnnLostSince] = "uid-1", "node-2", rfc(t0.Add(-time.Second))
+		}, boundClaim(), oos, t0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pv := pvOn(v1.PersistentVolumeReclaimDelete)
+			if tt.pv != nil {
+				tt.pv(pv)
+			}
+			got := Decide(Input{PV: pv, Claim: tt.claim, Policy: true, Node: tt.node, Now: t0, Grace: grace})
+			if got.Op != MarkLost || !got.Since.Equal(tt.since) {
+				t.Errorf("got %s from %s, want %s from %s", got.Op, got.Since, MarkLost, tt.since)
 			}
 		})
 	}

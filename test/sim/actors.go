@@ -11,7 +11,6 @@ import (
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/tether-csi/tether/pkg/inflight"
-	"github.com/tether-csi/tether/pkg/nodeloss"
 	"github.com/tether-csi/tether/pkg/provisioner"
 )
 
@@ -316,7 +315,7 @@ func (w *World) schedule() string {
 func (w *World) schedulableNodes() []string {
 	var nodes []string
 	for _, n := range nodeNames {
-		if node, ok := w.api.peek(rNodes, n).(*v1.Node); ok && nodeloss.OutOfServiceTaint(node) == nil && !w.loss.lost[n] {
+		if node, ok := w.api.peek(rNodes, n).(*v1.Node); ok && outOfService(node) == nil && !w.loss.lost[n] {
 			nodes = append(nodes, n)
 		}
 	}

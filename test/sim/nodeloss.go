@@ -99,14 +99,31 @@ func (w *World) observe(who, name string, node *v1.Node) {
 		m = map[string]time.Time{}
 		w.loss.seen[who] = m
 	}
-	st := nodeloss.StateOf(name, node, w.now)
-	if st.Loss == nodeloss.NotLost {
-		delete(m, name)
-		return
+	since := w.now
+	if node != nil {
+		t := outOfService(node)
+		if t == nil {
+			delete(m, name)
+			return
+		}
+		if t.TimeAdded != nil && !t.TimeAdded.IsZero() && t.TimeAdded.Time.Before(since) {
+			since = t.TimeAdded.Time
+		}
 	}
-	if t, ok := m[name]; !ok || st.Since.Before(t) {
-		m[name] = st.Since
+	if t, ok := m[name]; !ok || since.Before(t) {
+		m[name] = since
 	}
+}
+
+// outOfService is the node's out-of-service taint, or nil (read here, not
+// through pkg/nodeloss, whose mutants the checks must catch).
+func outOfService(node *v1.Node) *v1.Taint {
+	for i := range node.Spec.Taints {
+		if node.Spec.Taints[i].Key == v1.TaintNodeOutOfService {
+			return &node.Spec.Taints[i]
+		}
+	}
+	return nil
 }
 
 // forget: a process restarts and remembers nothing.
@@ -119,7 +136,7 @@ func (w *World) forget(who string) {
 // lostOnAPI reports whether the API says a node is lost now.
 func (w *World) lostOnAPI(name string) bool {
 	n, ok := w.api.peek(rNodes, name).(*v1.Node)
-	return !ok || nodeloss.OutOfServiceTaint(n) != nil
+	return !ok || outOfService(n) != nil
 }
 
 // observingHandler shows the simulator each node its handler is handed.
@@ -166,7 +183,7 @@ func (w *World) watchNodeHandlerOf(inf *informer, name func() string) {
 func (w *World) nodeLoss() string {
 	var up []string
 	for _, n := range nodeNames {
-		if node, ok := w.api.peek(rNodes, n).(*v1.Node); ok && nodeloss.OutOfServiceTaint(node) == nil && !w.loss.lost[n] {
+		if node, ok := w.api.peek(rNodes, n).(*v1.Node); ok && outOfService(node) == nil && !w.loss.lost[n] {
 			up = append(up, n)
 		}
 	}

@@ -17,6 +17,31 @@ import (
 // The checks of node loss (see nodeloss.go), at the writes and events
 // that carry its decisions.
 
+// The checks and moves read the marks and the class's opt-in themselves,
+// not through pkg/nodeloss's helpers: an oracle that shares the code under
+// test changes with its mutants (make mutate runs the simulator).
+
+// isReleased: the PV carries the release mark.
+func isReleased(pv *v1.PersistentVolume) bool {
+	_, ok := pv.Annotations[nodeloss.AnnReleased]
+	return ok
+}
+
+// hasMarks: the PV carries any of the binder's node-loss marks.
+func hasMarks(pv *v1.PersistentVolume) bool {
+	for _, k := range nodeloss.Marks {
+		if _, ok := pv.Annotations[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// classOptsIn: the class asks for the release on node loss.
+func classOptsIn(class *storagev1.StorageClass) bool {
+	return class != nil && class.Annotations[nodeloss.AnnPolicy] == "true"
+}
+
 // checkBinderWrite checks a write of the binder's against the rules of
 // node loss, before it is applied.
 func (w *World) checkBinderWrite(verb, res, ns string, action k8stesting.Action) {
@@ -36,17 +61,17 @@ func (w *World) checkBinderWrite(verb, res, ns string, action k8stesting.Action)
 				w.loss.graceFrom[uid] = since
 			}
 		}
-		if nodeloss.Released(next) && !nodeloss.Released(cur) {
+		if isReleased(next) && !isReleased(cur) {
 			w.checkRelease(next)
 		}
-		if nodeloss.Released(cur) && !nodeloss.Released(next) && cur.Spec.ClaimRef != nil &&
+		if isReleased(cur) && !isReleased(next) && cur.Spec.ClaimRef != nil &&
 			w.loss.deleteSent[string(cur.Spec.ClaimRef.UID)] && next.Spec.ClaimRef != nil && next.Spec.ClaimRef.UID == cur.Spec.ClaimRef.UID {
 			w.violate("binder: removed the release of PV %s after the deletion of its claim (uid %s) was sent: its volume may get a DeleteVolume",
 				cur.Name, shortUID(cur.Spec.ClaimRef.UID))
 		}
 		if slices.Contains(cur.Finalizers, nodeloss.FinalizerDeletion) && !slices.Contains(next.Finalizers, nodeloss.FinalizerDeletion) {
-			if !nodeloss.Released(cur) || w.claimOfRef(cur) != nil {
-				w.violate("binder: removed the provisioner's finalizer from PV %s (released %v, claim alive %v)", cur.Name, nodeloss.Released(cur), w.claimOfRef(cur) != nil)
+			if !isReleased(cur) || w.claimOfRef(cur) != nil {
+				w.violate("binder: removed the provisioner's finalizer from PV %s (released %v, claim alive %v)", cur.Name, isReleased(cur), w.claimOfRef(cur) != nil)
 			}
 		}
 	case verb == "delete" && res == rClaims:
@@ -58,8 +83,8 @@ func (w *World) checkBinderWrite(verb, res, ns string, action k8stesting.Action)
 		if !ok {
 			return
 		}
-		if !nodeloss.Released(pv) || pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete || w.claimOfRef(pv) != nil {
-			w.violate("binder: deleted PV %s (released %v, policy %s, claim alive %v)", name, nodeloss.Released(pv),
+		if !isReleased(pv) || pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete || w.claimOfRef(pv) != nil {
+			w.violate("binder: deleted PV %s (released %v, policy %s, claim alive %v)", name, isReleased(pv),
 				pv.Spec.PersistentVolumeReclaimPolicy, w.claimOfRef(pv) != nil)
 			return
 		}
@@ -135,7 +160,7 @@ func (w *World) checkClaimDelete(ns, name string, pre *metav1.Preconditions) {
 	switch {
 	case !ok || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != c.UID:
 		w.violate("binder: deleted claim %s, bound to no PV that is bound to it", key)
-	case !nodeloss.Released(pv):
+	case !isReleased(pv):
 		w.violate("binder: deleted claim %s before the release of PV %s was decided", key, pv.Name)
 	case !w.lostOnAPI(pv.Annotations[nodeloss.AnnLostNode]):
 		w.violate("binder: deleted claim %s while node %s is not lost", key, pv.Annotations[nodeloss.AnnLostNode])
@@ -214,7 +239,7 @@ func (w *World) releasedPV(v *backendVolume) bool {
 		return true
 	}
 	for _, pv := range w.api.volumes() {
-		if nodeloss.Released(pv) && (pv.Name == v.Name || pv.Spec.CSI != nil && pv.Spec.CSI.VolumeHandle == v.ID) {
+		if isReleased(pv) && (pv.Name == v.Name || pv.Spec.CSI != nil && pv.Spec.CSI.VolumeHandle == v.ID) {
 			return true
 		}
 	}
@@ -258,12 +283,12 @@ func (w *World) volumeWrite(verb string, action k8stesting.Action) (cur, next *v
 func (w *World) checkAllReleased() {
 	for _, pv := range w.api.volumes() {
 		class, ok := w.api.peek(rClasses, pv.Spec.StorageClassName).(*storagev1.StorageClass)
-		if !ok || !nodeloss.Policy(class) || pv.Spec.NodeAffinity == nil || w.claimOfRef(pv) == nil {
+		if !ok || !classOptsIn(class) || pv.Spec.NodeAffinity == nil || w.claimOfRef(pv) == nil {
 			continue // a class deleted meanwhile opts in no more
 		}
 		c := w.claimOfRef(pv)
 		for _, n := range w.lostNodes() {
-			if w.forgotten(n) && !nodeloss.Marked(pv) {
+			if w.forgotten(n) && !hasMarks(pv) {
 				continue // deleted longer than twice the grace ago, as the binder saw it: it knows the node no more (design.md)
 			}
 			values := pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values

@@ -19,7 +19,7 @@ import (
 // policyOn reports whether a class opts in on the API now.
 func (w *World) policyOn(name string) bool {
 	class, ok := w.api.peek(rClasses, name).(*storagev1.StorageClass)
-	return ok && nodeloss.Policy(class)
+	return ok && classOptsIn(class)
 }
 
 // adminClassPolicy turns a class's release-on-node-loss annotation over.
@@ -117,7 +117,7 @@ func (w *World) rebind(pv *v1.PersistentVolume, c *v1.PersistentVolumeClaim) str
 		return "admin: bind kept PV again: " + err.Error()
 	}
 	w.loss.rebound++
-	return fmt.Sprintf("admin: bind kept PV %s (marks %v) again to %s/%s", pv.Name, nodeloss.Marked(pv), c.Namespace, c.Name)
+	return fmt.Sprintf("admin: bind kept PV %s (marks %v) again to %s/%s", pv.Name, hasMarks(pv), c.Namespace, c.Name)
 }
 
 // spotNodes are the nodes the autoscaler made that exist.
@@ -232,7 +232,7 @@ func (w *World) rebindAtRest() bool {
 		return false
 	}
 	for _, pv := range w.keptPVs() {
-		if !nodeloss.Released(pv) || !w.loss.lost[pv.Annotations[nodeloss.AnnLostNode]] {
+		if !isReleased(pv) || !w.loss.lost[pv.Annotations[nodeloss.AnnLostNode]] {
 			continue
 		}
 		c := w.preBoundClaim(pv.Spec.StorageClassName, pv.Name)
