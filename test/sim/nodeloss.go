@@ -83,6 +83,10 @@ type lossState struct {
 	// shown[who] are the nodes its events last showed present.
 	goneSeen map[string]map[string]time.Time
 	shown    map[string]map[string]bool
+	// tracked is the binder's tracker as last checked; forgotten counts
+	// the nodes it forgot.
+	tracked   trackerSeen
+	forgotten int
 }
 
 func newLossState() lossState {
@@ -326,7 +330,8 @@ func (w *World) upProvs() []*provProc {
 // lossCounts say how much of node loss a schedule went through.
 func (w *World) lossCounts() map[string]int {
 	c := map[string]int{"claims released": w.loss.claimsDeleted, "PVs deleted": w.loss.pvsDeleted, "claims made again": w.loss.remade,
-		"kept PVs bound again": w.loss.rebound, "zonal PVs": len(w.loss.zonal), "autoscaler nodes": w.loss.spotSeq}
+		"kept PVs bound again": w.loss.rebound, "zonal PVs": len(w.loss.zonal), "autoscaler nodes": w.loss.spotSeq,
+		"nodes the binder's tracker forgot": w.loss.forgotten}
 	for _, e := range w.events {
 		switch {
 		case e.kind == "*v1.PersistentVolume" && (e.reason == "NodeLost" || e.reason == "ReleasedForNodeLoss" || e.reason == "NodeBack"):

@@ -11,6 +11,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
+	"github.com/tether-csi/tether/pkg/binder"
 	"github.com/tether-csi/tether/pkg/nodeloss"
 )
 
@@ -329,7 +330,20 @@ func (w *World) checkTracker() {
 	for _, n := range nodeNames {
 		known[n] = true // asked of the API server when marks name it
 	}
-	if n := w.bind.ctrl.NodesTracked(); n > len(known) {
+	n := w.bind.ctrl.NodesTracked()
+	if n > len(known) {
 		w.violate("binder: its node tracker holds %d nodes; its events showed %d present or deleted within twice the grace", n, len(known))
 	}
+	// Count what the tracker forgot (it only shrinks by forgetting; a new
+	// binder starts a new count).
+	if t := &w.loss.tracked; t.ctrl == w.bind.ctrl && n < t.last {
+		w.loss.forgotten += t.last - n
+	}
+	w.loss.tracked = trackerSeen{w.bind.ctrl, n}
+}
+
+// trackerSeen is the last size seen of a binder's node tracker.
+type trackerSeen struct {
+	ctrl *binder.Controller
+	last int
 }

@@ -135,6 +135,9 @@ func (w *World) spotNodes() []string {
 // schedule, many nodes come and go (the binder's tracker must not keep
 // them all), and a zone that held one node holds two.
 func (w *World) autoscaler() string {
+	if churnSchedule(w.seed) {
+		return w.autoscaleBurst()
+	}
 	spots := w.spotNodes()
 	if len(spots) == 0 || len(spots) < 3 && w.rng.Intn(2) == 0 {
 		w.loss.spotSeq++

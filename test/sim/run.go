@@ -65,6 +65,7 @@ func RunSchedule(seed int64) Result {
 	}
 	w.repair()
 	w.settle(0)
+	w.churnAtRest()
 	w.checkDetachedGone()
 	w.checkHandBack()
 	if w.teardownClasses() {
@@ -154,6 +155,7 @@ func (w *World) options(settling bool) []option {
 			})
 		}
 	}
+	w.burstOptions(cs, add, 8*sys)
 	for _, c := range cs {
 		if ls := c.waiting(); len(ls) > 0 {
 			add(8*sys, func() string {

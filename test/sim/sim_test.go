@@ -104,3 +104,19 @@ func TestSimUserDeletionNotYetSeenIsNotReleased(t *testing.T) {
 		}
 	}
 }
+
+// In one schedule in 25 the autoscaler scales a zone up by a thousand
+// nodes and down again (burst.go). The binder's node tracker must stay
+// within the nodes its events showed present or deleted within twice the
+// grace (checkTracker, at every step), and forget the rest.
+func TestSimThousandsOfNodesChurned(t *testing.T) {
+	for _, seed := range []int64{24, 65} {
+		s := Run(seed, 1)
+		if s.Violations != 0 {
+			t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
+		}
+		if s.Counts["autoscaler nodes"] < burstNodes || s.Counts["nodes the binder's tracker forgot"] == 0 {
+			t.Errorf("seed %d no longer churns nodes by the thousand and forgets them (counts %v): the random stream moved; find another seed", seed, s.Counts)
+		}
+	}
+}

@@ -40,7 +40,7 @@ var writers = []writer{
 	{"admin", "VolumeAttachment", "delete", "detach"},
 	{"node lifecycle", "Node", "status.conditions[Ready], without a taint", "node-notready"},
 	{"node lifecycle", "Node", "a lost node back (taint removed, or registered again)", "node-return"},
-	{"autoscaler", "Node", "create and delete nodes in a zone (labels), by the thousand over time", "autoscaler"},
+	{"autoscaler", "Node", "create and delete nodes in a zone (labels); by the thousand at once in one schedule in 25", "autoscaler"},
 	{"statefulset", "PersistentVolumeClaim", "create again, under a released claim's name", "statefulset"},
 	{"other cluster", "backend volume", "create, under our prefix, on the shared backend", "other-cluster"},
 	{"machine", "provisioner process", "crash (memory lost, caches listed again)", "crash-provisioner"},
