@@ -153,5 +153,5 @@ bench-binder: tools ## time our binder, KCM's and the floor binding N volumes to
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 180m -run '^TestBenchBinder$$' -v ./test/bench/
 
 .PHONY: bench-binder-restart
-bench-binder-restart: tools ## our binder's restart and leader failover with N claims bound (default 100000): time from the start, and from the leader's SIGKILL, to the caches synced and a new claim Bound; peak RSS (BENCH_N, BENCH_CHURN: nodes deleted before the start and while the standby stands by, BENCH_QPS, BENCH_TIMEOUT)
+bench-binder-restart: tools ## our binder's restart and leader failover with N claims bound (default 100000): time from the start, and from the leader's SIGKILL, to the caches synced and a new claim Bound; peak RSS (BENCH_N, BENCH_CHURN: nodes deleted before the start and while the standby stands by, measured beside a round without churn on the same cluster, BENCH_QPS, BENCH_TIMEOUT)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -run '^TestBenchBinderRestart$$' -v ./test/bench/

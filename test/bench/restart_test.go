@@ -35,11 +35,13 @@ import (
 //     the time from the kill to that claim Bound.
 //
 // With BENCH_CHURN=K (issue 33), each volume is pinned to one of 100
-// nodes (its node affinity names it; BENCH_CHURN=0 is that cluster
-// without churn, to compare with), K other nodes are made and deleted
-// before the restart's binder starts, and K more while the standby stands
-// by (it sees them go, as a spot or autoscaled cluster's binder does, and
-// leads with them in its node tracker).
+// nodes (its node affinity names it), and the bench runs two rounds on
+// the same cluster: the first without churn, to compare with; in the
+// second, K other nodes are made and deleted before the restart's binder
+// starts, and K more while the standby stands by (it sees them go, as a
+// spot or autoscaled cluster's binder does, and leads with them in its
+// node tracker). Between rounds the leader is killed and its Lease
+// deleted. BENCH_CHURN=0 is the first round alone.
 //
 // Each binder's peak RSS is printed too. Knobs: BENCH_N (one size,
 // default 100000), BENCH_CHURN, BENCH_QPS, BENCH_TIMEOUT (per wait, default 10m),
@@ -98,98 +100,43 @@ func TestBenchBinderRestart(t *testing.T) {
 		t.Fatalf("create %d bound pairs: %v", n, err)
 	}
 	t.Logf("created %d claims bound to %d volumes in %s", n, n, time.Since(setupStart).Round(time.Second))
-	if churn > 0 {
-		if err := churnNodes(ctx, admin, "early", churn); err != nil {
-			t.Fatalf("churn before the start: %v", err)
-		}
-		t.Logf("%d nodes made and deleted before the start", churn)
-	}
-
 	path := cluster.BuildBinary(t, "./cmd/binder")
 	args := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=true", "--leader-elect-resource-namespace=default",
 		"--kube-api-qps=" + qps, "--kube-api-burst=" + qps + "0", "-v=2"}
-	pprofDir := os.Getenv("BENCH_PPROF")
-	addrs := map[string]string{}
-	startBinder := func(name string) *cluster.Process {
-		a := args
-		if pprofDir != "" {
-			addrs[name] = cluster.FreeAddr(t)
-			a = append(append([]string(nil), args...), "--enable-pprof", "--http-endpoint="+addrs[name])
-		}
-		return c.Run(t, cluster.ProcessOptions{Name: name, Path: path, Args: a})
-	}
-
-	// Restart: a new pair, then the binder.
-	if err := createProbe(ctx, admin, "restart"); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	first := startBinder("binder-a")
-	waitProfile := func() {}
-	if pprofDir != "" {
-		waitProfile = c.CPUProfiles(t, pprofDir, fmt.Sprintf("restart-%d", n), 20, map[string]string{"binder": addrs["binder-a"]})
-	}
-	synced, bound, err := waitStartAndBind(ctx, admin, first, "restart", timeout)
-	if err != nil {
-		t.Fatalf("restart: %v\n%s", err, cluster.Tail(first.LogPath, 30))
-	}
-	waitProfile()
-	saveHeapProfile(t, pprofDir, fmt.Sprintf("restart-%d", n), "binder", addrs["binder-a"])
-	restart := Timing{Synced: synced.Sub(start), Bound: bound.Sub(start)}
-	rssA, _ := readVmHWM(first.Pid())
-
-	// Failover: a standby, the leader killed, a new pair.
-	second := startBinder("binder-b")
-	if err := waitLog(ctx, second.LogPath, "Another replica leads", time.Minute); err != nil {
-		t.Fatalf("the standby did not see the leader: %v\n%s", err, cluster.Tail(second.LogPath, 30))
-	}
-	// A standby that has stood by a while: its caches are full (it fills
-	// them before it leads).
-	if err := waitLog(ctx, second.LogPath, "Caches synced", timeout); err != nil {
-		t.Fatalf("the standby's caches did not sync: %v\n%s", err, cluster.Tail(second.LogPath, 30))
-	}
+	r := &rounds{t: t, c: c, admin: admin, path: path, args: args, pprof: os.Getenv("BENCH_PPROF"),
+		addrs: map[string]string{}, n: n, timeout: timeout}
+	// With churn, the same cluster is measured without it first, then with
+	// it: the two rows side by side, on the same machine at the same time.
+	plan := []int{churn}
 	if churn > 0 {
-		if err := churnNodes(ctx, admin, "standby", churn); err != nil {
-			t.Fatalf("churn while the standby stands by: %v", err)
+		plan = []int{0, churn}
+	}
+	for i, k := range plan {
+		if i > 0 {
+			r.handOver()
 		}
-		// The deletions reach the standby in order: the marker's is last.
-		if err := waitLog(ctx, second.LogPath, `node="churn-standby-marker" lost=true`, timeout); err != nil {
-			t.Fatalf("the standby did not see the churn: %v\n%s", err, cluster.Tail(second.LogPath, 30))
+		res := r.measure(i, k)
+		shown := -1 // no churn line: volumes not pinned
+		if nodes > 0 {
+			shown = k
 		}
-		t.Logf("%d nodes made and deleted while the standby stood by; it saw them go", churn)
-	}
-	killed := time.Now()
-	first.Kill()
-	if err := createProbe(ctx, admin, "failover"); err != nil {
-		t.Fatal(err)
-	}
-	synced, bound, err = waitStartAndBind(ctx, admin, second, "failover", timeout)
-	if err != nil {
-		t.Fatalf("failover: %v\n%s", err, cluster.Tail(second.LogPath, 30))
-	}
-	failover := Timing{Synced: synced.Sub(killed), Bound: bound.Sub(killed)}
-	rssB, _ := readVmHWM(second.Pid())
-	apiRSS, _ := readVmHWM(mustPID(c))
-
-	shown := -1 // no churn line: volumes not pinned
-	if nodes > 0 {
-		shown = churn
-	}
-	table := RestartTable(n, shown, restart, failover, rssA, rssB)
-	t.Log("\n" + table)
-	fmt.Print(table)
-	run := benchout.Run{Bench: "binder-restart", Label: "tether", Started: setupStart,
-		Settings: map[string]any{"n": n, "qps": qps, "lease_duration_seconds": 15, "churned_nodes": churn},
-		Figures: map[string]any{
-			"restart_synced_seconds": restart.Synced.Seconds(), "restart_first_bound_seconds": restart.Bound.Seconds(),
-			"failover_synced_seconds": failover.Synced.Seconds(), "failover_first_bound_seconds": failover.Bound.Seconds(),
-			"binder_peak_rss_bytes": rssA, "standby_peak_rss_bytes": rssB, "apiserver_peak_rss_bytes": apiRSS,
-			"binder_rss_bytes_per_pair": float64(rssA) / float64(n),
-		}}
-	if path, err := benchout.Write(run); err != nil {
-		t.Logf("figures as JSON: %v", err)
-	} else {
-		t.Logf("figures appended to %s", path)
+		table := RestartTable(n, shown, res.restart, res.failover, res.rssA, res.rssB)
+		t.Log("\n" + table)
+		fmt.Print(table)
+		apiRSS, _ := readVmHWM(mustPID(c))
+		run := benchout.Run{Bench: "binder-restart", Label: "tether", Started: setupStart,
+			Settings: map[string]any{"n": n, "qps": qps, "lease_duration_seconds": 15, "churned_nodes": k, "pinned_nodes": nodes, "round": i + 1},
+			Figures: map[string]any{
+				"restart_synced_seconds": res.restart.Synced.Seconds(), "restart_first_bound_seconds": res.restart.Bound.Seconds(),
+				"failover_synced_seconds": res.failover.Synced.Seconds(), "failover_first_bound_seconds": res.failover.Bound.Seconds(),
+				"binder_peak_rss_bytes": res.rssA, "standby_peak_rss_bytes": res.rssB, "apiserver_peak_rss_bytes": apiRSS,
+				"binder_rss_bytes_per_pair": float64(res.rssA) / float64(n),
+			}}
+		if path, err := benchout.Write(run); err != nil {
+			t.Logf("figures as JSON: %v", err)
+		} else {
+			t.Logf("figures appended to %s", path)
+		}
 	}
 }
 
