@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sort"
 
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,14 +34,18 @@ const (
 	rVAs        = "volumeattachments"
 	rVACs       = "volumeattributesclasses"
 	rCSIDrivers = "csidrivers"
+	rSnapshots  = "volumesnapshots"
+	rContents   = "volumesnapshotcontents"
 )
 
-var namespaced = map[string]bool{rClaims: true, rSecrets: true}
+var namespaced = map[string]bool{rClaims: true, rSecrets: true, rSnapshots: true}
 
 func groupOf(resource string) string {
 	switch resource {
 	case rClasses, rCSINodes, rVAs, rVACs, rCSIDrivers:
 		return "storage.k8s.io"
+	case rSnapshots, rContents:
+		return snapv1.GroupName
 	}
 	return ""
 }
@@ -67,6 +72,10 @@ func resourceOf(obj runtime.Object) string {
 		return rVACs
 	case *storagev1.CSIDriver:
 		return rCSIDrivers
+	case *snapv1.VolumeSnapshot:
+		return rSnapshots
+	case *snapv1.VolumeSnapshotContent:
+		return rContents
 	}
 	panic(fmt.Sprintf("sim: no resource for %T", obj))
 }
@@ -183,6 +192,13 @@ func (a *API) Create(obj runtime.Object) (runtime.Object, error) {
 	m.SetCreationTimestamp(metav1.NewTime(a.w.now))
 	m.SetDeletionTimestamp(nil)
 	m.SetGeneration(1)
+	// The snapshot kinds' status is a subresource: a create's is dropped.
+	switch o := obj.(type) {
+	case *snapv1.VolumeSnapshot:
+		o.Status = nil
+	case *snapv1.VolumeSnapshotContent:
+		o.Status = nil
+	}
 	a.store(resource, key, obj)
 	return obj.DeepCopyObject(), nil
 }
@@ -247,6 +263,10 @@ func copyStatus(dst, src runtime.Object) {
 		d.Status = *src.(*v1.PersistentVolumeClaim).Status.DeepCopy()
 	case *v1.PersistentVolume:
 		d.Status = *src.(*v1.PersistentVolume).Status.DeepCopy()
+	case *snapv1.VolumeSnapshot:
+		d.Status = src.(*snapv1.VolumeSnapshot).Status.DeepCopy()
+	case *snapv1.VolumeSnapshotContent:
+		d.Status = src.(*snapv1.VolumeSnapshotContent).Status.DeepCopy()
 	}
 }
 
@@ -258,6 +278,10 @@ func keepStatus(dst, cur runtime.Object) {
 		d.Status = *cur.(*v1.PersistentVolume).Status.DeepCopy()
 	case *v1.Namespace:
 		d.Status = *cur.(*v1.Namespace).Status.DeepCopy()
+	case *snapv1.VolumeSnapshot:
+		d.Status = cur.(*snapv1.VolumeSnapshot).Status.DeepCopy()
+	case *snapv1.VolumeSnapshotContent:
+		d.Status = cur.(*snapv1.VolumeSnapshotContent).Status.DeepCopy()
 	}
 }
 
