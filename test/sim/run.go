@@ -19,7 +19,7 @@ import (
 // (centralised mode), csinode and zonal-pv (node mode), node-loss, node-return,
 // node-notready, statefulset, rebind-pv, class-policy, autoscaler,
 // snapshot, delete-snapshot, restore, snapshot-finalizer, delete-content,
-// edit-content; the other controllers' schedule and snapshot-controller;
+// edit-content, select-node; the other controllers' schedule and snapshot-controller;
 // restores-at-rest leaves the restores at rest out (snapshot_spec.go); and
 // node-mode or central-mode leaves that deployment mode out. writers.go
 // says which field each writes.
@@ -312,6 +312,7 @@ func (w *World) options(settling bool) []option {
 		actor("delete-content", 1, w.adminDeleteContent)
 		actor("edit-content", 1, w.adminEditContent)
 	}
+	actor("select-node", 1, w.tenantSelectNode)
 	return opts
 }
 
