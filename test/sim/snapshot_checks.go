@@ -110,6 +110,33 @@ func (w *World) checkDeleteSnapshot(bs *backendSnapshot, content string) {
 	}
 }
 
+// checkSnapshotRelease (with -with=stale-release; FINDINGS.md): a provisioner
+// process removes a snapshot's protection only when no restore from it
+// whose CreateVolume was sent is in progress on the API server (its claim
+// holds its record, and is not bound or is bound to another volume than
+// the record's), the tenant's own writes of the record exempt. In node
+// mode every node's process runs the protection on its own claim cache,
+// which may not have seen a restore another node started.
+func (w *World) checkSnapshotRelease(who string, snap *snapv1.VolumeSnapshot) {
+	for _, c := range w.api.claims() {
+		own := ownName(c)
+		if c.Namespace != snap.Namespace || w.snap.restoredFrom[own] != snap.UID || w.forged[string(c.UID)] || w.stripped[own] {
+			continue
+		}
+		if busy, _ := provisioner.RestoreInProgress(snap, []*v1.PersistentVolumeClaim{c}); !busy {
+			continue
+		}
+		seen := "not in its claim cache"
+		if p := w.caller; p != nil {
+			if obj, ok, _ := p.caches.inf[rClaims].indexer.GetByKey(objKey(c.Namespace, c.Name)); ok {
+				seen = "its cache has resourceVersion " + obj.(*v1.PersistentVolumeClaim).ResourceVersion + ", the API " + c.ResourceVersion
+			}
+		}
+		w.violate("%s removed the protection of VolumeSnapshot %s/%s while restore %s/%s, whose CreateVolume was sent, is in progress (%s)",
+			who, snap.Namespace, snap.Name, c.Namespace, c.Name, seen)
+	}
+}
+
 // checkSnapshotsEnd runs at quiescence after the tear-down (every claim
 // and VolumeSnapshot deleted): none is left Terminating, nor any content.
 func (w *World) checkSnapshotsEnd() {

@@ -355,6 +355,9 @@ func (w *World) noteSnapshotWrite(who string, before *snapv1.VolumeSnapshot, obj
 		w.snap.protected++
 	case had && !has:
 		w.snap.released++
+		if With["stale-release"] {
+			w.checkSnapshotRelease(who, after)
+		}
 	}
 }
 
