@@ -46,3 +46,14 @@ func (c *CloneProtection) SetQueue(q workqueue.TypedRateLimitingInterface[string
 // Sync releases one clone source if no clone of it is in progress, as a
 // worker of Run does.
 func (c *CloneProtection) Sync(ctx context.Context, key string) error { return c.sync(ctx, key) }
+
+// SetQueue replaces the snapshot protection's work queue (the one it was
+// made with is shut down). Call it before the informers deliver anything.
+func (c *SnapshotProtection) SetQueue(q workqueue.TypedRateLimitingInterface[string]) {
+	c.queue.ShutDown()
+	c.queue, c.restores.queue = q, q
+}
+
+// Sync releases one snapshot if no restore from it is in progress, as a
+// worker of Run does.
+func (c *SnapshotProtection) Sync(ctx context.Context, key string) error { return c.sync(ctx, key) }

@@ -114,6 +114,9 @@ func (w *World) tenantDelete() string {
 	if len(cs) == 0 {
 		return "tenant: no claim to delete"
 	}
+	if r := w.restoresUnderWay(); len(r) > 0 && w.rng.Intn(2) == 0 {
+		cs = r // the restores at rest: mostly one mid-restore
+	}
 	c := pick(w, cs)
 	_ = w.api.Delete(rClaims, c.Namespace, c.Name, nil)
 	return fmt.Sprintf("tenant: delete claim %s/%s", c.Namespace, c.Name)
@@ -338,7 +341,7 @@ func (w *World) terminating() []string {
 func (w *World) namespaceController() string {
 	ns := pick(w, w.terminating())
 	left := 0
-	for _, r := range []string{rSecrets, rClaims} {
+	for _, r := range []string{rSecrets, rClaims, rSnapshots} {
 		for _, k := range w.api.keys(r) {
 			if strings.HasPrefix(k, ns+"/") {
 				left++

@@ -1,16 +1,19 @@
 // Package sim is a seeded, deterministic simulator of tether: it runs the
 // provisioner's and the binder's own code (Provision, Delete, the in-flight
-// reconciler, the orphan sweep, hand-back, the binder's syncs and writer)
-// against a simulated API server, informer caches that lag, a simulated CSI
-// driver and a model of the provisioning library, with actors (a tenant, an
-// admin, crashes, faults) picked by a seeded scheduler, and checks the
-// project's invariants after every step and at quiescence.
+// reconciler, the clone and snapshot protections, the orphan sweep,
+// hand-back, the binder's syncs and writer) against a simulated API server
+// (VolumeSnapshots and their contents too), informer caches that lag, a
+// simulated CSI driver and a model of the provisioning library, with actors
+// (a tenant, an admin, crashes, faults, other controllers) picked by a
+// seeded scheduler, and checks the project's invariants after every step
+// and at quiescence.
 package sim
 
 import (
 	"fmt"
 	"sort"
 
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,14 +36,18 @@ const (
 	rVAs        = "volumeattachments"
 	rVACs       = "volumeattributesclasses"
 	rCSIDrivers = "csidrivers"
+	rSnapshots  = "volumesnapshots"
+	rContents   = "volumesnapshotcontents"
 )
 
-var namespaced = map[string]bool{rClaims: true, rSecrets: true}
+var namespaced = map[string]bool{rClaims: true, rSecrets: true, rSnapshots: true}
 
 func groupOf(resource string) string {
 	switch resource {
 	case rClasses, rCSINodes, rVAs, rVACs, rCSIDrivers:
 		return "storage.k8s.io"
+	case rSnapshots, rContents:
+		return snapv1.GroupName
 	}
 	return ""
 }
@@ -67,6 +74,10 @@ func resourceOf(obj runtime.Object) string {
 		return rVACs
 	case *storagev1.CSIDriver:
 		return rCSIDrivers
+	case *snapv1.VolumeSnapshot:
+		return rSnapshots
+	case *snapv1.VolumeSnapshotContent:
+		return rContents
 	}
 	panic(fmt.Sprintf("sim: no resource for %T", obj))
 }
@@ -183,6 +194,13 @@ func (a *API) Create(obj runtime.Object) (runtime.Object, error) {
 	m.SetCreationTimestamp(metav1.NewTime(a.w.now))
 	m.SetDeletionTimestamp(nil)
 	m.SetGeneration(1)
+	// The snapshot kinds' status is a subresource: a create's is dropped.
+	switch o := obj.(type) {
+	case *snapv1.VolumeSnapshot:
+		o.Status = nil
+	case *snapv1.VolumeSnapshotContent:
+		o.Status = nil
+	}
 	a.store(resource, key, obj)
 	return obj.DeepCopyObject(), nil
 }
@@ -247,6 +265,10 @@ func copyStatus(dst, src runtime.Object) {
 		d.Status = *src.(*v1.PersistentVolumeClaim).Status.DeepCopy()
 	case *v1.PersistentVolume:
 		d.Status = *src.(*v1.PersistentVolume).Status.DeepCopy()
+	case *snapv1.VolumeSnapshot:
+		d.Status = src.(*snapv1.VolumeSnapshot).Status.DeepCopy()
+	case *snapv1.VolumeSnapshotContent:
+		d.Status = src.(*snapv1.VolumeSnapshotContent).Status.DeepCopy()
 	}
 }
 
@@ -258,6 +280,10 @@ func keepStatus(dst, cur runtime.Object) {
 		d.Status = *cur.(*v1.PersistentVolume).Status.DeepCopy()
 	case *v1.Namespace:
 		d.Status = *cur.(*v1.Namespace).Status.DeepCopy()
+	case *snapv1.VolumeSnapshot:
+		d.Status = cur.(*snapv1.VolumeSnapshot).Status.DeepCopy()
+	case *snapv1.VolumeSnapshotContent:
+		d.Status = cur.(*snapv1.VolumeSnapshotContent).Status.DeepCopy()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,7 +76,14 @@ func (w *World) react(who string, action k8stesting.Action) (runtime.Object, err
 	if res == rClaims && (verb == "update" || verb == "patch") {
 		before, _ = a.peek(rClaims, objKey(ns, nameOf(action))).(*v1.PersistentVolumeClaim)
 	}
+	var beforeSnap *snapv1.VolumeSnapshot
+	if res == rSnapshots && (verb == "update" || verb == "patch") {
+		beforeSnap, _ = a.peek(rSnapshots, objKey(ns, nameOf(action))).(*snapv1.VolumeSnapshot)
+	}
 	obj, err := w.serve(a, res, ns, verb, action)
+	if err == nil && beforeSnap != nil {
+		w.noteSnapshotWrite(who, beforeSnap, obj)
+	}
 	if after, ok := obj.(*v1.PersistentVolumeClaim); ok && before != nil && err == nil {
 		w.noteRecordWrite(before, after, fault != faultAfter)
 	}
@@ -207,6 +215,10 @@ func newOfKind(obj runtime.Object) runtime.Object {
 		return &v1.PersistentVolumeClaim{}
 	case *storagev1.StorageClass:
 		return &storagev1.StorageClass{}
+	case *snapv1.VolumeSnapshot:
+		return &snapv1.VolumeSnapshot{}
+	case *snapv1.VolumeSnapshotContent:
+		return &snapv1.VolumeSnapshotContent{}
 	}
 	panic(fmt.Sprintf("sim: no patch for %T", obj))
 }

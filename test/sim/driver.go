@@ -125,6 +125,9 @@ func (d *driver) create(req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse
 	if strings.HasPrefix(sourceOf(req), "volume:") {
 		w.cloned[req.GetName()] = true
 	}
+	if strings.HasPrefix(sourceOf(req), "snapshot:") && !d.upstream {
+		w.checkRestoreCreate(req)
+	}
 	w.checkNodeCreate(d, req.GetName())
 	if w.machineGone(d) {
 		w.tracef("  csi CreateVolume %s: Unavailable (node %s is deleted)", key, d.node)
@@ -160,6 +163,10 @@ func (d *driver) create(req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse
 		if sv := d.b.vols[strings.TrimPrefix(src, "volume:")]; sv == nil || sv.Deleted {
 			return nil, status.Error(codes.NotFound, "the source volume does not exist")
 		}
+	}
+	if !w.restoreFrom(sourceOf(req)) {
+		w.tracef("  csi CreateVolume %s: NotFound (no snapshot %s)", key, sourceOf(req))
+		return nil, status.Error(codes.NotFound, "the source snapshot does not exist")
 	}
 	vol := &backendVolume{Name: req.GetName(), Node: d.node, Request: rk, Source: sourceOf(req), Context: map[string]string{},
 		Upstream: d.upstream}

@@ -88,6 +88,7 @@ func (w *World) checkStep() {
 	w.checkTracker()
 	w.checkCapacities()
 	w.checkCloneSources()
+	w.checkRestoreSources()
 	pvsByHandle := map[string]int{}
 	pvNames := map[string]bool{}
 	for _, pv := range w.api.volumes() {
@@ -190,6 +191,7 @@ func (w *World) checkEnd() {
 		w.violate("namespace %s is stuck Terminating", ns)
 	}
 	w.checkDetachedGone()
+	w.checkSnapshotsEnd()
 	for _, id := range sortedKeys(w.back.vols) {
 		v := w.back.vols[id]
 		if v.Deleted || v.Other || w.api.retained[v.ID] || w.api.retained[v.Name] || w.abandoned(v) {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -188,4 +189,28 @@ func (w *World) recordHint(name string) string {
 		return fmt.Sprintf(" (the record of claim %s/%s names no node; selected node %q)", c.Namespace, c.Name, c.Annotations[storagehelpers.AnnSelectedNode])
 	}
 	return fmt.Sprintf(" (the record of claim %s/%s names node %s)", c.Namespace, c.Name, c.Annotations[annNode])
+}
+
+// tenantSelectNode writes the selected-node annotation of a claim of its
+// namespace by hand, as the scheduler would (a tenant may write every
+// annotation): a node that exists, one that does not, or none.
+func (w *World) tenantSelectNode() string {
+	cs := w.liveClaims(nil)
+	if len(cs) == 0 {
+		return "tenant: no claim"
+	}
+	c := pick(w, cs).DeepCopy()
+	node := pick(w, append(slices.Clone(nodeNames), "node-9", ""))
+	if node == "" {
+		delete(c.Annotations, storagehelpers.AnnSelectedNode)
+	} else {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[storagehelpers.AnnSelectedNode] = node
+	}
+	if _, err := w.api.Update(c, false); err != nil {
+		return fmt.Sprintf("tenant: select node %q for %s/%s: %v", node, c.Namespace, c.Name, err)
+	}
+	return fmt.Sprintf("tenant: select node %q for claim %s/%s by hand", node, c.Namespace, c.Name)
 }

@@ -17,7 +17,10 @@ import (
 // recreate-class, class-with-claims, static-pv, other-cluster, crash-provisioner,
 // crash-binder, standby-binder, failover-binder, sweep, attach, detach, lease and switch and hand-back
 // (centralised mode), csinode and zonal-pv (node mode), node-loss, node-return,
-// node-notready, statefulset, rebind-pv, class-policy, autoscaler; and
+// node-notready, statefulset, rebind-pv, class-policy, autoscaler,
+// snapshot, delete-snapshot, restore, snapshot-finalizer, delete-content,
+// edit-content, select-node; the other controllers' schedule and snapshot-controller;
+// restores-at-rest leaves the restores at rest out (snapshot_spec.go); and
 // node-mode or central-mode leaves that deployment mode out. writers.go
 // says which field each writes.
 var Disabled = map[string]bool{}
@@ -68,6 +71,9 @@ func RunSchedule(seed int64) Result {
 	w.churnAtRest()
 	w.checkDetachedGone()
 	w.checkHandBack()
+	if w.restoresAtRest() {
+		w.restoreSpec()
+	}
 	if w.teardownClasses() {
 		w.suiteSpec()
 	}
@@ -76,6 +82,7 @@ func RunSchedule(seed int64) Result {
 	for _, c := range w.api.claims() {
 		_ = w.api.Delete(rClaims, c.Namespace, c.Name, nil)
 	}
+	w.deleteSnapshots()
 	if w.teardownClasses() {
 		w.tracef("---- tear-down: every class deleted with the claims")
 		w.deleteClasses()
@@ -186,8 +193,18 @@ func (w *World) options(settling bool) []option {
 	if n := len(w.back.pending); n > 0 {
 		add(2, func() string { w.back.finish(w.rng.Intn(n)); return "driver: a timed-out CreateVolume completes" })
 	}
+	// The other controllers' work: its moves are in writers.go too.
+	system := func(name string, weight int, run func() string) {
+		if !Disabled[name] {
+			w.offered[name] = true
+			add(weight, run)
+		}
+	}
 	if len(w.schedulable()) > 0 && len(w.schedulableNodes()) > 0 {
-		add(2*sys*sys, w.schedule)
+		system("schedule", 2*sys*sys, w.schedule)
+	}
+	if len(w.snapshotJobs()) > 0 {
+		system("snapshot-controller", 6*sys, w.snapshotController)
 	}
 	if len(w.terminating()) > 0 {
 		add(2, w.namespaceController)
@@ -213,7 +230,7 @@ func (w *World) options(settling bool) []option {
 		return opts
 	}
 	actor := func(name string, weight int, run func() string) {
-		if !Disabled[name] {
+		if !Disabled[name] && (w.only == nil || w.only[name]) {
 			w.offered[name] = true
 			add(weight, run)
 		}
@@ -287,6 +304,17 @@ func (w *World) options(settling bool) []option {
 	if w.cfg.Node {
 		actor("csinode", 1, w.adminCSINode)
 	}
+	actor("snapshot", 2, w.tenantSnapshot)
+	if len(w.api.keys(rSnapshots)) > 0 {
+		actor("delete-snapshot", 1, w.tenantDeleteSnapshot)
+		actor("snapshot-finalizer", 1, w.tenantSnapshotFinalizer)
+	}
+	actor("restore", 1, w.tenantRestore)
+	if len(w.api.keys(rContents)) > 0 {
+		actor("delete-content", 1, w.adminDeleteContent)
+		actor("edit-content", 1, w.adminEditContent)
+	}
+	actor("select-node", 1, w.tenantSelectNode)
 	return opts
 }
 
@@ -319,6 +347,8 @@ func (w *World) work(q *queue, key string) string {
 			err = p.lib.syncSave(ctx, key)
 		case p.cloneQ:
 			err = p.clones.Sync(ctx, key)
+		case p.snapQ:
+			err = p.snapshots.Sync(ctx, key)
 		case p.ifQ:
 			if obj, ok, _ := p.caches.inf[rClaims].indexer.GetByKey(key); ok {
 				w.cleanup = obj.(*v1.PersistentVolumeClaim)

@@ -40,10 +40,11 @@ func TestSim(t *testing.T) {
 // node must wait for. The actors of issue 33 moved the stream again
 // (seed 10468 was the first of 20,000 to fail without the check's
 // exemption with defect 7's actors alone); with the node-loss actors too,
-// seed 621 is the first to give a record up for node loss. The schedule
-// must pass, with the record given up.
+// seed 621 was the first to give a record up for node loss, and with the
+// snapshot actors and the tenant's selected-node move (issue 33, item 2)
+// seed 32 is. The schedule must pass, with the record given up.
 func TestSimNodeGoneVolumeDoesNotHoldTheClaim(t *testing.T) {
-	const seed = 621
+	const seed = 32
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -58,9 +59,11 @@ func TestSimNodeGoneVolumeDoesNotHoldTheClaim(t *testing.T) {
 // by the driver at every call, deleted with its class at the tear-down,
 // failed its clean-up for want of the class and was given up ten minutes
 // later. Each schedule must pass, and must still refuse a block claim and
-// delete the classes with the claims.
+// delete the classes with the claims. With the snapshot actors and the
+// tenant's selected-node move (issue 33, item 2) seed 4 still does, and
+// seed 3 is the first node-mode schedule that does (18 no longer does).
 func TestSimRefusedClaimDeletedWithItsClass(t *testing.T) {
-	for _, seed := range []int64{4, 18} {
+	for _, seed := range []int64{4, 3} {
 		s := Run(seed, 1)
 		if s.Violations != 0 {
 			t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -78,10 +81,12 @@ func TestSimRefusedClaimDeletedWithItsClass(t *testing.T) {
 // marks before the new claim was bound, and with them the only name of
 // node-2 it had: the new claim was never released. Another claim's marks
 // are now kept while their node is still lost, until the new claim is
-// bound (a case of its own). In the stream since, seed 29 is the first to
-// bind a kept PV again and release the new claim too.
+// bound (a case of its own). In the stream since, seed 29 was the first to
+// bind a kept PV again and release the new claim too; with the snapshot
+// actors and the tenant's selected-node move (issue 33, item 2), seed 12
+// is.
 func TestSimReboundAfterRestartIsReleased(t *testing.T) {
-	const seed = 29
+	const seed = 12
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))

@@ -41,5 +41,6 @@ func (w *World) counts() map[string]int {
 	c["binder failovers with caches behind"] = w.failoversBehind
 	c["CreateVolume refused"] = w.refusedCreates
 	c["classes deleted with their claims"] = w.classesWithClaims
+	w.snapshotCounts(c)
 	return c
 }

@@ -60,7 +60,7 @@ func Run(first int64, n int) Summary {
 }
 
 var (
-	kindNumbers = regexp.MustCompile(`vol-[0-9]+|pvc-[0-9a-f-]+|static-c[0-9]+|ns-[0-9]+/c[0-9]+|ns-[0-9]+|c[0-9]+|step [0-9]+: |\[[^]]*\]|\((vol|pvc|asked|finalizers|source)[^)]*\)`)
+	kindNumbers = regexp.MustCompile(`vol-[0-9]+|snap-[0-9]+|snapcontent-[0-9a-f-]+|pvc-[0-9a-f-]+|static-c[0-9]+|ns-[0-9]+/c[0-9]+|ns-[0-9]+|c[0-9]+|step [0-9]+: |\[[^]]*\]|\((vol|pvc|asked|finalizers|source)[^)]*\)`)
 )
 
 // KindOf is a violation's message without its names and numbers.

@@ -80,6 +80,7 @@ func (w *World) newUpstream(int) *provProc {
 	p.client = w.newClient(p.name)
 	p.ifQ = newQueue(w, "ep-unused")
 	p.cloneQ = newQueue(w, "ep-unused")
+	p.snapQ = newQueue(w, "ep-unused")
 	p.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes, rCSINodes, rVAs, rVACs)
 	p.nodeLister = corelisters.NewNodeLister(p.caches.inf[rNodes].indexer)
 	p.lib = newLibrary(p, epProvisioner{p}, p.client)

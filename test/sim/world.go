@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	snapclientset "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -90,6 +91,8 @@ type World struct {
 	attached map[string]bool // PV names a VolumeAttachment ever named
 	loss     lossState       // node loss (nodeloss.go)
 	offered  map[string]bool // the actor moves offered (writers.go)
+	snap     snapState       // VolumeSnapshots (snapshots.go)
+	only     map[string]bool // when set, the only actors offered (snapshot_spec.go)
 	// creates are the CreateVolume answers by volume name, recordedBy the
 	// process that wrote each claim's record on a claim that held none,
 	// caller the provisioner process whose client writes now, settler the
@@ -106,7 +109,7 @@ func newWorld(seed int64) *World {
 	w := &World{seed: seed, rng: rand.New(rand.NewSource(seed)),
 		now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		claimNS: map[string]string{}, forged: map[string]bool{}, stripped: map[string]bool{}, seen: map[string]bool{},
-		cloned: map[string]bool{}, attached: map[string]bool{}, loss: newLossState(), offered: map[string]bool{},
+		cloned: map[string]bool{}, attached: map[string]bool{}, loss: newLossState(), offered: map[string]bool{}, snap: newSnapState(),
 		creates: map[string][]createCall{}, recordedBy: map[string]*provProc{}}
 	w.ctx = klog.NewContext(context.Background(), logr.Discard())
 	w.cfg = Config{StrictParams: w.rng.Intn(2) == 0, Owner: w.rng.Intn(3) > 0, Steps: 30 + w.rng.Intn(50)}
@@ -171,6 +174,7 @@ func (r recorder) Event(obj runtime.Object, eventtype, reason, message string) {
 	if c, ok := obj.(*v1.PersistentVolumeClaim); ok && (reason == "ProvisioningCleanupFailed" || reason == provisioner.ReasonVolumeCleanupAbandoned) {
 		r.w.checkNoneMadeCleanup(c, reason)
 	}
+	r.w.noteRestoreEvent(obj, reason)
 	kind, name := describe(obj)
 	r.w.events = append(r.w.events, event{kind, name, reason, message})
 	r.w.tracef("  event %s %s: %s %s", kind, name, reason, message)
@@ -220,6 +224,9 @@ type provProc struct {
 	ifQ        *queue
 	clones     *provisioner.CloneProtection
 	cloneQ     *queue
+	snapClient snapclientset.Interface
+	snapshots  *provisioner.SnapshotProtection
+	snapQ      *queue
 	sweeper    *provisioner.Sweeper
 	lib        *library
 	nodeLister corelisters.NodeLister
@@ -268,7 +275,8 @@ func (w *World) newTether(i int) *provProc {
 	p.drv = &driver{b: w.back, node: p.node}
 	p.client = w.newClientAs(func() string { return p.name }, p)
 	p.ifQ = newQueue(w, "in-flight"+p.suffix())
-	p.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes, rCSINodes, rVAs, rVACs)
+	p.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes, rCSINodes, rVAs, rVACs, rSnapshots)
+	p.snapClient = w.newSnapClient(func() string { return p.name }, p)
 	ix := func(r string) *informer { return p.caches.inf[r] }
 	p.nodeLister = corelisters.NewNodeLister(ix(rNodes).indexer)
 	classes := storagelisters.NewStorageClassLister(ix(rClasses).indexer)
@@ -284,6 +292,7 @@ func (w *World) newTether(i int) *provProc {
 	p.prov, err = provisioner.New(provisioner.Options{Client: p.client, Driver: p.drv, Node: node,
 		Request:  provisioner.RequestOptions{VolumeNamePrefix: prefix, VolumeNameUUIDLen: -1, Owner: owner},
 		Topology: true, ModifyVolume: true, Clone: true, PublishUnpublish: w.cfg.Attach, Identity: "sim",
+		Snapshots: true, SnapshotClient: p.snapClient, PreventVolumeModeConversion: true,
 		Claims:  corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
 		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer),
 		Classes: classes, Nodes: p.nodeLister,
@@ -311,6 +320,14 @@ func (w *World) newTether(i int) *provProc {
 	}
 	p.cloneQ = newQueue(w, "clone-protection"+p.suffix())
 	p.clones.SetQueue(p.cloneQ)
+	p.snapshots, err = provisioner.NewSnapshotProtection(provisioner.SnapshotProtectionOptions{SnapshotClient: p.snapClient,
+		Claims: ix(rClaims), Snapshots: ix(rSnapshots),
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)})
+	if err != nil {
+		panic(err)
+	}
+	p.snapQ = newQueue(w, "snapshot-protection"+p.suffix())
+	p.snapshots.SetQueue(p.snapQ)
 	policy := provisioner.OrphanReport
 	if w.cfg.Owner {
 		policy = provisioner.OrphanDelete

@@ -51,4 +51,13 @@ var writers = []writer{
 	{"network", "Lease", "the provisioner loses its lease", "lease"},
 	{"admin", "provisioner Deployment", "switch to EP and KCM and back", "switch"},
 	{"admin", "provisioner Job", "provisioner --hand-back again", "hand-back"},
+	{"scheduler", "PersistentVolumeClaim", "metadata.annotations[volume.kubernetes.io/selected-node]", "schedule"},
+	{"tenant", "PersistentVolumeClaim", "metadata.annotations[volume.kubernetes.io/selected-node] by hand: a node, none that exists, or none", "select-node"},
+	{"tenant", "VolumeSnapshot", "create, of a claim of its namespace (bound or not), under any name", "snapshot"},
+	{"tenant", "VolumeSnapshot", "delete, also while a restore from it runs", "delete-snapshot"},
+	{"tenant", "PersistentVolumeClaim", "spec.dataSource(Ref): a VolumeSnapshot, ready or not, being deleted, of another namespace, not made yet", "restore"},
+	{"tenant", "VolumeSnapshot", "metadata.finalizers: the snapshot protection removed or forged", "snapshot-finalizer"},
+	{"admin", "VolumeSnapshotContent", "delete, or forced away (finalizers removed)", "delete-content"},
+	{"admin", "VolumeSnapshotContent", "status.snapshotHandle, spec.driver, spec.volumeSnapshotRef", "edit-content"},
+	{"snapshot-controller", "VolumeSnapshot and VolumeSnapshotContent", "CreateSnapshot, bound both ways, ready; content and DeleteSnapshot once the snapshot is deleted and unprotected", "snapshot-controller"},
 }
