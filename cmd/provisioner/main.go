@@ -299,7 +299,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	if err := snaps.protect(claimInf.Informer(), workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax)); err != nil {
+	if err := snaps.protect(client, claimInf.Informer(), workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax)); err != nil {
 		return err
 	}
 	for _, c := range []prometheus.Collector{libmetrics.M.PersistentVolumeClaimProvisionTotal, libmetrics.M.PersistentVolumeClaimProvisionFailedTotal,

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -87,12 +88,12 @@ func (s *snapshots) Client() snapclientset.Interface {
 
 // protect wires the snapshot protection to the claim informer, before it
 // starts.
-func (s *snapshots) protect(claims cache.SharedIndexInformer, limiter workqueue.TypedRateLimiter[string]) error {
+func (s *snapshots) protect(client kubernetes.Interface, claims cache.SharedIndexInformer, limiter workqueue.TypedRateLimiter[string]) error {
 	if s == nil {
 		return nil
 	}
 	var err error
-	s.protection, err = provisioner.NewSnapshotProtection(provisioner.SnapshotProtectionOptions{SnapshotClient: s.client,
+	s.protection, err = provisioner.NewSnapshotProtection(provisioner.SnapshotProtectionOptions{Client: client, SnapshotClient: s.client,
 		Claims: claims, Snapshots: s.factory.Snapshot().V1().VolumeSnapshots().Informer(), RateLimiter: limiter})
 	return err
 }

@@ -33,6 +33,7 @@ type Index struct {
 	preBound map[claimRef][]string // the claim a claimRef names -> its PVs' names (mostly one)
 	reserved map[string]string     // PV name -> claim UID
 	dead     tombstones
+	byNode   map[string]map[string]struct{} // node name -> PV names (index_node.go)
 }
 
 // claimRef is the claim a PV's claimRef names. Its strings are the PV's
@@ -62,6 +63,7 @@ func NewIndex() *Index {
 		byClass:  map[string][]*group{},
 		preBound: map[claimRef][]string{},
 		reserved: map[string]string{},
+		byNode:   map[string]map[string]struct{}{},
 	}
 }
 
@@ -179,6 +181,7 @@ func (ix *Index) Len() int {
 
 func (ix *Index) add(pv *v1.PersistentVolume) {
 	ix.vols[pv.Name] = pv
+	ix.fileByNode(pv, true)
 	if ref := pv.Spec.ClaimRef; ref != nil {
 		// A claimed volume is found through its claim, never by a search.
 		ck := claimRef{ref.Namespace, ref.Name}
@@ -214,6 +217,7 @@ func (ix *Index) add(pv *v1.PersistentVolume) {
 
 func (ix *Index) remove(pv *v1.PersistentVolume) {
 	delete(ix.vols, pv.Name)
+	ix.fileByNode(pv, false)
 	if ref := pv.Spec.ClaimRef; ref != nil {
 		ck := claimRef{ref.Namespace, ref.Name}
 		if names := slices.DeleteFunc(ix.preBound[ck], func(n string) bool { return n == pv.Name }); len(names) > 0 {

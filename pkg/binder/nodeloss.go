@@ -63,13 +63,19 @@ func (c *Controller) watchNodes(nodes cache.SharedIndexInformer) error {
 // nodeHandler tells the tracker each node's state and, when a node's loss
 // begins or ends, queues the PVs pinned to it or marked for it.
 func (c *Controller) nodeHandler() cache.ResourceEventHandler {
-	observe := func(name string, node *v1.Node) {
+	observe := func(name string, node, last *v1.Node) {
 		if !c.nodeLoss.tracker.Observe(name, node) {
 			return
 		}
 		lost := node == nil || nodeloss.OutOfServiceTaint(node) != nil
 		c.handlerLog.V(2).Info("Node loss", "node", name, "lost", lost, "deleted", node == nil)
-		for _, pv := range c.volumes.List() {
+		// The PVs that may be pinned to it: by its name, or its hostname
+		// label (its last state, for a deleted node).
+		names := []string{name}
+		if h := last.Labels[nodeloss.HostnameLabel]; h != "" && h != name {
+			names = append(names, h)
+		}
+		for _, pv := range c.volumes.OfNode(names...) {
 			mark := pv.Annotations[nodeloss.AnnLostNode]
 			if mark == name || pv.Spec.NodeAffinity != nil && c.nodeLoss.tracker.Pinned(pv, mark) == name {
 				c.volumeQueue.Add(pv.Name)
@@ -79,17 +85,17 @@ func (c *Controller) nodeHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if n, ok := obj.(*v1.Node); ok {
-				observe(n.Name, n)
+				observe(n.Name, n, n)
 			}
 		},
 		UpdateFunc: func(_, obj any) {
 			if n, ok := obj.(*v1.Node); ok {
-				observe(n.Name, n)
+				observe(n.Name, n, n)
 			}
 		},
 		DeleteFunc: func(obj any) {
 			if n, ok := tombstoned(obj).(*v1.Node); ok {
-				observe(n.Name, nil)
+				observe(n.Name, nil, n)
 			}
 		},
 	}

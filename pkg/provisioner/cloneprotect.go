@@ -94,6 +94,18 @@ func (c *CloneProtection) sync(ctx context.Context, key string) error {
 		logger.V(4).Info("Clone source kept: a clone is in progress", "clone", clone)
 		return nil
 	}
+	busy, clone, err := usedOnServer(ctx, c.o.Client, src.Namespace, func(cs []*v1.PersistentVolumeClaim) (bool, string) {
+		return CloneInProgress(src, cs)
+	})
+	if err != nil {
+		return fmt.Errorf("listing the clones of the source: %w", err)
+	}
+	if busy {
+		// This cache has not seen the clone yet; its event queues the
+		// source again.
+		logger.V(2).Info("Clone source kept: the API server shows a clone of it in progress", "clone", clone)
+		return nil
+	}
 	err = updateClaim(ctx, c.o.Client, src.Namespace, src.Name, func(fresh *v1.PersistentVolumeClaim) bool {
 		if fresh.UID != src.UID || !slices.Contains(fresh.Finalizers, FinalizerCloneSource) {
 			return false

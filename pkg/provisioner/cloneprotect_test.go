@@ -242,6 +242,33 @@ func TestCloneProtectionSync(t *testing.T) {
 	}
 }
 
+// TestCloneProtectionKeepsASourceCloneTheCacheHasNotSeen: a clone another
+// process runs (another node's provisioner), on the API server but not in
+// this cache yet, keeps its source; once bound, the source is released.
+func TestCloneProtectionKeepsASourceCloneTheCacheHasNotSeen(t *testing.T) {
+	e := newCloneProtectionEnv(t, protectedSource())
+	clone := aClone("c1", holdingRecord())
+	if _, err := e.cs.CoreV1().PersistentVolumeClaims(testNS).Create(t.Context(), clone, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ctrl.sync(t.Context(), "apps/src"); err != nil {
+		t.Fatal(err)
+	}
+	if fins := e.sourceFinalizers(t); !slices.Contains(fins, FinalizerCloneSource) {
+		t.Fatalf("source finalizers %v: released while a clone its cache had not seen was in progress", fins)
+	}
+	bound := aClone("c1", boundTo("pvc-c1-uid"))
+	if _, err := e.cs.CoreV1().PersistentVolumeClaims(testNS).Update(t.Context(), bound, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ctrl.sync(t.Context(), "apps/src"); err != nil {
+		t.Fatal(err)
+	}
+	if fins := e.sourceFinalizers(t); slices.Contains(fins, FinalizerCloneSource) {
+		t.Errorf("source finalizers %v: kept once its clone was bound", fins)
+	}
+}
+
 // TestCloneProtectionSyncGoneSource: a source deleted from the API while
 // the cache still has it needs nothing.
 func TestCloneProtectionSyncGoneSource(t *testing.T) {

@@ -42,7 +42,7 @@ func newSnapEnv(e *env, prevent bool) *snapEnv {
 	e.p.o.Snapshots, e.p.o.SnapshotClient, e.p.o.PreventVolumeModeConversion = true, s.snapClient, prevent
 	s.snapshots = cache.NewSharedIndexInformer(&cache.ListWatch{}, &snapv1.VolumeSnapshot{}, 0, cache.Indexers{})
 	var err error
-	s.protection, err = NewSnapshotProtection(SnapshotProtectionOptions{SnapshotClient: s.snapClient, Claims: e.claims,
+	s.protection, err = NewSnapshotProtection(SnapshotProtectionOptions{Client: e.client, SnapshotClient: s.snapClient, Claims: e.claims,
 		Snapshots: s.snapshots, RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string]()})
 	if err != nil {
 		e.t.Fatal(err)

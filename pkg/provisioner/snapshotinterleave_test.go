@@ -99,6 +99,27 @@ func TestRestoreInterleavings(t *testing.T) {
 			want: snapWant{want: want{volumes: []string{testVolume}}},
 		},
 		{
+			name: "a restore this cache has not seen (another node's): the snapshot stays protected, on the API server's word",
+			steps: func(s *snapEnv) {
+				pv := s.mustRestore()
+				s.refresh()
+				// Another node's provisioner: its claim cache lags behind
+				// the restore (simulator, seed 2234).
+				if err := s.claims.GetStore().Delete(s.apiClaim(testClaim)); err != nil {
+					s.t.Fatal(err)
+				}
+				s.release()
+				if !s.protected() {
+					s.t.Fatal("the snapshot was released while a restore its cache had not seen held its record")
+				}
+				s.savePV(pv)
+				s.bindTo(pv)
+				s.refresh()
+				s.release()
+			},
+			want: snapWant{want: want{volumes: []string{testVolume}}},
+		},
+		{
 			name: "snapshot deleted while CreateVolume runs: the restore finishes, the snapshot goes once the claim is bound",
 			steps: func(s *snapEnv) {
 				s.driver.fail, s.driver.made = timeoutErr, true

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
@@ -27,6 +28,9 @@ import (
 
 // SnapshotProtectionOptions configure the snapshot protection controller.
 type SnapshotProtectionOptions struct {
+	// Client lists a snapshot's restores on the API server before it is
+	// released (usedOnServer).
+	Client         kubernetes.Interface
 	SnapshotClient snapclientset.Interface
 	// Claims is the shared claim informer; an index of restores by
 	// snapshot is added to it, so it must not have been started yet.
@@ -52,8 +56,8 @@ type SnapshotProtection struct {
 
 // NewSnapshotProtection wires the controller to the informers.
 func NewSnapshotProtection(o SnapshotProtectionOptions) (*SnapshotProtection, error) {
-	if o.SnapshotClient == nil || o.Claims == nil || o.Snapshots == nil || o.RateLimiter == nil {
-		return nil, errors.New("snapshot protection: a snapshot client, the claim and snapshot informers and a rate limiter are required")
+	if o.Client == nil || o.SnapshotClient == nil || o.Claims == nil || o.Snapshots == nil || o.RateLimiter == nil {
+		return nil, errors.New("snapshot protection: a client, a snapshot client, the claim and snapshot informers and a rate limiter are required")
 	}
 	restores, err := newSourceUsers(o.Claims, "tether-snapshot-source", "snapshot-protection", o.RateLimiter, SnapshotSourceName)
 	if err != nil {
@@ -99,6 +103,18 @@ func (c *SnapshotProtection) sync(ctx context.Context, key string) error {
 	}
 	if busy, claim := RestoreInProgress(snap, claims); busy {
 		logger.V(4).Info("Snapshot kept: a restore from it is in progress", "pvc", claim)
+		return nil
+	}
+	busy, claim, err := usedOnServer(ctx, c.o.Client, snap.Namespace, func(cs []*v1.PersistentVolumeClaim) (bool, string) {
+		return RestoreInProgress(snap, cs)
+	})
+	if err != nil {
+		return fmt.Errorf("listing the restores of the snapshot: %w", err)
+	}
+	if busy {
+		// This cache has not seen the claim yet; its event queues the
+		// snapshot again.
+		logger.V(2).Info("Snapshot kept: the API server shows a restore from it in progress", "pvc", claim)
 		return nil
 	}
 	if err := releaseSnapshot(ctx, c.o.SnapshotClient, snap); err != nil {

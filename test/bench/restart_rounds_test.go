@@ -103,11 +103,13 @@ func (r *rounds) measure(i, k int) roundResult {
 		if err := churnNodes(ctx, admin, prefix, k); err != nil {
 			t.Fatalf("churn while the standby stands by: %v", err)
 		}
+		churned := time.Now()
 		// The deletions reach the standby in order: the marker's is last.
 		if err := waitLog(ctx, second.LogPath, `node="churn-`+prefix+`-marker" lost=true`, timeout); err != nil {
 			t.Fatalf("the standby did not see the churn: %v\n%s", err, cluster.Tail(second.LogPath, 30))
 		}
-		t.Logf("%d nodes made and deleted while the standby stood by; it saw them go", k)
+		t.Logf("%d nodes made and deleted while the standby stood by; it saw the last go %s after the deletions were sent",
+			k, time.Since(churned).Round(10*time.Millisecond))
 	}
 	killed := time.Now()
 	first.Kill()

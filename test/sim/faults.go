@@ -7,11 +7,6 @@ package sim
 //     of a volume still being made answers ResourceExhausted (the volume
 //     being made fills the node), as a provisioning retry's does; by
 //     default the clean-up gets Aborted.
-//   - stale-release: the check that a provisioner process removes a
-//     snapshot's protection only when no restore from it that was sent is
-//     in progress on the API server (checkSnapshotRelease); in node mode
-//     each process decides on its own claim cache, which may not have seen
-//     another node's restore.
 var With = map[string]bool{}
 
 // apiFaultKind is what a fault does to one API write.

@@ -110,7 +110,7 @@ func (w *World) checkDeleteSnapshot(bs *backendSnapshot, content string) {
 	}
 }
 
-// checkSnapshotRelease (with -with=stale-release; FINDINGS.md): a provisioner
+// checkSnapshotRelease (FINDINGS.md, seed 2234): a provisioner
 // process removes a snapshot's protection only when no restore from it
 // whose CreateVolume was sent is in progress on the API server (its claim
 // holds its record, and is not bound or is bound to another volume than

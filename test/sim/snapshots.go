@@ -355,9 +355,7 @@ func (w *World) noteSnapshotWrite(who string, before *snapv1.VolumeSnapshot, obj
 		w.snap.protected++
 	case had && !has:
 		w.snap.released++
-		if With["stale-release"] {
-			w.checkSnapshotRelease(who, after)
-		}
+		w.checkSnapshotRelease(who, after)
 	}
 }
 

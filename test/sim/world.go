@@ -320,7 +320,7 @@ func (w *World) newTether(i int) *provProc {
 	}
 	p.cloneQ = newQueue(w, "clone-protection"+p.suffix())
 	p.clones.SetQueue(p.cloneQ)
-	p.snapshots, err = provisioner.NewSnapshotProtection(provisioner.SnapshotProtectionOptions{SnapshotClient: p.snapClient,
+	p.snapshots, err = provisioner.NewSnapshotProtection(provisioner.SnapshotProtectionOptions{Client: p.client, SnapshotClient: p.snapClient,
 		Claims: ix(rClaims), Snapshots: ix(rSnapshots),
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)})
 	if err != nil {
