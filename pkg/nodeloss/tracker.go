@@ -33,7 +33,9 @@ type Tracker struct {
 	hostnames map[string]string
 	// deleted are the deletions in the order they were seen, to forget.
 	deleted []deletion
-	lost    int
+	// lost are the nodes held lost, so that LostNode answers at once when
+	// there are none.
+	lost map[string]struct{}
 }
 
 type tracked struct {
@@ -51,7 +53,7 @@ type deletion struct {
 // node keep after its deletion was seen (0: never). The binder and the
 // provisioner keep twice their grace: a loss is decided on within it.
 func NewTracker(now func() time.Time, keep time.Duration) *Tracker {
-	return &Tracker{now: now, keep: keep, nodes: map[string]*tracked{}, hostnames: map[string]string{}}
+	return &Tracker{now: now, keep: keep, nodes: map[string]*tracked{}, hostnames: map[string]string{}, lost: map[string]struct{}{}}
 }
 
 // Observe takes in a node's new state (node nil: deleted) and reports
@@ -82,12 +84,10 @@ func (t *Tracker) Observe(name string, node *v1.Node) (changed bool) {
 		e.deletedAt = now
 		t.deleted = append(t.deleted, deletion{name, now})
 	}
-	if wasLost != isLost {
-		if isLost {
-			t.lost++
-		} else {
-			t.lost--
-		}
+	if isLost {
+		t.lost[name] = struct{}{}
+	} else {
+		delete(t.lost, name)
 	}
 	return wasLost != isLost
 }
@@ -122,9 +122,7 @@ func (t *Tracker) expire(now time.Time) {
 		if h := e.labels[HostnameLabel]; h != "" && t.hostnames[h] == d.name {
 			delete(t.hostnames, h)
 		}
-		if e.state.Loss != NotLost {
-			t.lost--
-		}
+		delete(t.lost, d.name)
 		delete(t.nodes, d.name)
 	}
 }
@@ -181,14 +179,16 @@ func (t *Tracker) resolve(key, value, marked string) string {
 }
 
 // LostNode names the lost node a PV is pinned to (by what the events
-// showed), or "". It is cheap: no node is walked.
+// showed), or "": a node forgotten since is none. It is cheap: no node
+// is walked.
 func (t *Tracker) LostNode(pv *v1.PersistentVolume) string {
 	if pv.Spec.NodeAffinity == nil {
 		return ""
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.lost == 0 {
+	t.expire(t.now())
+	if len(t.lost) == 0 {
 		return ""
 	}
 	name := Pinned(pv, func(key, value string) string { return t.resolve(key, value, "") })

@@ -198,3 +198,39 @@ func BenchmarkLostNodeAfterChurn(b *testing.B) {
 		tr.LostNode(pv)
 	}
 }
+
+// TestTrackerLostNode: the lost node a PV is pinned to, through a loss, the
+// events of a node still lost, a return, a deletion and its forgetting.
+func TestTrackerLostNode(t *testing.T) {
+	now := t0
+	tr := NewTracker(func() time.Time { return now }, 10*time.Minute)
+	pv := pvAffinity(hostKey, "node-2")
+	step := func(what string, want string) {
+		t.Helper()
+		if got := tr.LostNode(pv); got != want {
+			t.Errorf("%s: LostNode %q, want %q", what, got, want)
+		}
+	}
+	tr.Observe("node-1", node("node-1", false))
+	tr.Observe("node-2", node("node-2", false))
+	step("both Ready", "")
+	tr.Observe("node-2", node("node-2", true))
+	step("node-2 out of service", "node-2")
+	relabelled := node("node-2", true)
+	relabelled.Labels["rack"] = "r1"
+	tr.Observe("node-2", relabelled)
+	tr.Observe("node-1", node("node-1", false))
+	step("node-2 still out of service, other events", "node-2")
+	tr.Observe("node-2", node("node-2", false))
+	step("node-2 back", "")
+	tr.Observe("node-1", node("node-1", true))
+	step("another node lost", "")
+	tr.Observe("node-2", nil)
+	step("node-2 deleted", "node-2")
+	tr.Observe("node-1", nil)
+	now = now.Add(11 * time.Minute)
+	step("node-2 forgotten", "")
+	if n := tr.Len(); n != 0 {
+		t.Errorf("the tracker holds %d nodes once both deleted nodes are forgotten", n)
+	}
+}
