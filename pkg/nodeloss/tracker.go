@@ -161,6 +161,7 @@ func (t *Tracker) Pinned(pv *v1.PersistentVolume, marked string) string {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.expire(t.now())
 	return Pinned(pv, func(key, value string) string { return t.resolve(key, value, marked) })
 }
 

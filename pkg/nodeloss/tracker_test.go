@@ -236,3 +236,32 @@ func TestTrackerLostNode(t *testing.T) {
 		t.Errorf("the tracker holds %d nodes once both deleted nodes are forgotten", n)
 	}
 }
+
+// TestTrackerHostnameAliases: a hostname label names its node while the
+// node carries it; a relabelled node no longer answers to the old name,
+// and a node forgotten after its deletion leaves its hostname free for
+// the node that replaces it.
+func TestTrackerHostnameAliases(t *testing.T) {
+	now := t0
+	tr := NewTracker(func() time.Time { return now }, 10*time.Minute)
+	named := func(name, host string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{hostKey: host}}}
+	}
+	pinned := func(what, host, want string) {
+		t.Helper()
+		if got := tr.Pinned(pvAffinity(hostKey, host), ""); got != want {
+			t.Errorf("%s: a PV of hostname %s is pinned to %q, want %q", what, host, got, want)
+		}
+	}
+	tr.Observe("a.example.com", named("a.example.com", "a"))
+	pinned("labelled", "a", "a.example.com")
+	tr.Observe("a.example.com", named("a.example.com", "a2"))
+	pinned("relabelled: the old hostname", "a", "")
+	pinned("relabelled: the new hostname", "a2", "a.example.com")
+	tr.Observe("a.example.com", nil)
+	pinned("deleted, still held", "a2", "a.example.com")
+	now = now.Add(11 * time.Minute)
+	pinned("forgotten", "a2", "")
+	tr.Observe("b.example.com", named("b.example.com", "a2"))
+	pinned("its hostname taken by the node that replaced it", "a2", "b.example.com")
+}
