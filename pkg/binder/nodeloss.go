@@ -77,7 +77,7 @@ func (c *Controller) nodeHandler() cache.ResourceEventHandler {
 		}
 		for _, pv := range c.volumes.OfNode(names...) {
 			mark := pv.Annotations[nodeloss.AnnLostNode]
-			if mark == name || pv.Spec.NodeAffinity != nil && c.nodeLoss.tracker.Pinned(pv, mark) == name {
+			if mark == name || pv.Spec.NodeAffinity != nil && c.nodeLoss.tracker.Pinned(pv) == name {
 				c.volumeQueue.Add(pv.Name)
 			}
 		}
@@ -143,7 +143,7 @@ func (c *Controller) syncNodeLoss(ctx context.Context, name string, claim *v1.Pe
 		in.Policy = nodeloss.Policy(class)
 	}
 	mark := pv.Annotations[nodeloss.AnnLostNode]
-	if pinned := c.nodeLoss.tracker.Pinned(pv, mark); pinned != "" {
+	if pinned := c.nodeLoss.tracker.Pinned(pv); pinned != "" {
 		var err error
 		if in.Node, err = c.nodeState(ctx, pinned, pinned == mark); err != nil {
 			return err

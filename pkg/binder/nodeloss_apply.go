@@ -36,7 +36,7 @@ func (c *Controller) applyNodeLoss(ctx context.Context, in nodeloss.Input, step 
 	case nodeloss.MarkLost:
 		at := step.Since.Add(c.nodeLoss.grace).UTC().Format(time.RFC3339)
 		if err := c.patchMarks(ctx, pv, map[string]any{"annotations": map[string]any{nodeloss.AnnLostNode: node.Name,
-			nodeloss.AnnLostSince: step.Since.UTC().Format(time.RFC3339), nodeloss.AnnReleaseAfter: at,
+			nodeloss.AnnLostHostname: c.lostHostname(pv, node.Name), nodeloss.AnnLostSince: step.Since.UTC().Format(time.RFC3339), nodeloss.AnnReleaseAfter: at,
 			nodeloss.AnnLostClaim: string(pv.Spec.ClaimRef.UID), nodeloss.AnnReleased: nil}}); err != nil {
 			return err
 		}
@@ -212,6 +212,21 @@ func lossWords(l nodeloss.Loss) string {
 		return "deleted"
 	}
 	return "tainted " + v1.TaintNodeOutOfService
+}
+
+// lostHostname is the value of AnnLostHostname when node is marked lost on
+// pv: its hostname label when the events showed one other than its name;
+// what the PV's marks already said of that node when they showed none
+// (the binder knows it by the marks alone); else nil, no mark.
+func (c *Controller) lostHostname(pv *v1.PersistentVolume, node string) any {
+	host := c.nodeLoss.tracker.Hostname(node)
+	if host == "" && pv.Annotations[nodeloss.AnnLostNode] == node {
+		host = pv.Annotations[nodeloss.AnnLostHostname]
+	}
+	if host == "" || host == node {
+		return nil
+	}
+	return host
 }
 
 func claimName(pv *v1.PersistentVolume) string {

@@ -419,3 +419,69 @@ func TestNodeLossOptOutOnServerStopsTheClaimDeletion(t *testing.T) {
 		t.Errorf("claims deleted though the class opts in no more on the API server: %v", d)
 	}
 }
+
+// TestNodeLossHostnamePinnedVolumeSurvivesARestart (found by the
+// simulator's generated affinities, seed 559): a PV pinned by the
+// kubernetes.io/hostname label of a node whose hostname is not its name
+// (as on clouds) is marked; the node is deleted and the binder restarts.
+// The new binder never saw the node, so the marks vouch for it: they
+// record its hostname, and the release goes on after the grace. Before,
+// the marks named the node only, the new binder found the PV pinned to no
+// node, and cancelled: NodeBack for a node still gone, and the claim was
+// never released.
+func TestNodeLossHostnamePinnedVolumeSurvivesARestart(t *testing.T) {
+	node := lossNode("ip-10-0-0-2.ec2.internal", func(n *v1.Node) { n.Labels[hostname] = "ip-10-0-0-2" })
+	claim, pv := boundPair("data-0", "release", "ip-10-0-0-2", v1.PersistentVolumeReclaimDelete)
+	b := newLossBinder(t, releaseClass(), claim, pv, node)
+	b.nodeGone(node.Name)
+	b.sync(pv.Name)
+	marks := b.pv(pv.Name).Annotations
+	if marks[nodeloss.AnnLostNode] != node.Name || marks[nodeloss.AnnLostHostname] != "ip-10-0-0-2" {
+		t.Fatalf("marks %v, want the node's name and its hostname", marks)
+	}
+
+	// A new binder (a restart, or the standby taking the lease), which
+	// never saw the node, after the grace.
+	pvNow := b.pv(pv.Name)
+	b2 := newLossBinder(t, releaseClass(), claim, pvNow)
+	b2.now = lossT0.Add(lossGrace + time.Minute)
+	b2.sync(pv.Name) // marked again: its grace starts at this binder's sight
+	b2.now = b2.now.Add(lossGrace + time.Minute)
+	b2.sync(pv.Name)
+	b2.sync(pv.Name)
+	got := b2.pv(pv.Name).Annotations
+	if _, ok := got[nodeloss.AnnReleased]; !ok {
+		t.Errorf("not released after the restart; marks %v, events %q", got, b2.events())
+	}
+	if got[nodeloss.AnnLostHostname] != "ip-10-0-0-2" {
+		t.Errorf("the new binder dropped the hostname mark: %v", got)
+	}
+	if d := b2.deletes("persistentvolumeclaims"); !slices.Equal(d, []string{claim.Name}) {
+		t.Errorf("claims deleted %v, want [%s]", d, claim.Name)
+	}
+}
+
+// TestNodeLossTermNoNodeMeetsKeepsItsClaim (found by the simulator's
+// generated affinities, seeds 2199 and 7464): a PV whose one term asks for
+// node-2's hostname and for another host this binder never saw (deleted
+// before it started) admits no node, node-2 included: its volume is on
+// none that is known. node-2's loss does not release its claim (a Delete
+// PV would have gone without DeleteVolume, its volume left where no sweep
+// of node-2 reports it).
+func TestNodeLossTermNoNodeMeetsKeepsItsClaim(t *testing.T) {
+	claim, pv := boundPair("data-0", "release", "", v1.PersistentVolumeReclaimDelete)
+	pv.Spec.NodeAffinity.Required.NodeSelectorTerms = []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{
+		{Key: hostname, Operator: v1.NodeSelectorOpIn, Values: []string{"node-2"}},
+		{Key: hostname, Operator: v1.NodeSelectorOpIn, Values: []string{"node-1"}}}}}
+	b := newLossBinder(t, releaseClass(), claim, pv, lossNode("node-2", outOfService))
+	for _, at := range []time.Duration{0, lossGrace + time.Minute, 2*lossGrace + time.Minute} {
+		b.now = lossT0.Add(at)
+		b.sync(pv.Name)
+	}
+	if got := b.pv(pv.Name); nodeloss.Marked(got) {
+		t.Errorf("a PV of a term no node meets was marked for node-2: %v", got.Annotations)
+	}
+	if d := b.deletes("persistentvolumeclaims"); len(d) > 0 {
+		t.Errorf("claims deleted: %v", d)
+	}
+}

@@ -23,8 +23,13 @@ const AnnPolicy = "tether.dev/release-on-node-loss"
 // or was, and what is on its disk is left to that node's orphan sweep.
 // Marks that name another claim than the PV's claimRef (an admin bound
 // the PV again) are that claim's: the bound claim is a new case.
+// AnnLostHostname, written with AnnLostNode when the node's
+// kubernetes.io/hostname label is not its name, lets a binder that never
+// saw the node (it started since, or forgot it) know that a PV pinned by
+// that hostname is pinned to it.
 const (
 	AnnLostNode     = "tether.dev/lost-node"
+	AnnLostHostname = "tether.dev/lost-node-hostname"
 	AnnLostSince    = "tether.dev/lost-since"
 	AnnLostClaim    = "tether.dev/lost-claim"
 	AnnReleaseAfter = "tether.dev/release-after"
@@ -32,7 +37,7 @@ const (
 )
 
 // Marks are every annotation the binder writes on a PV for node loss.
-var Marks = []string{AnnLostNode, AnnLostSince, AnnLostClaim, AnnReleaseAfter, AnnReleased}
+var Marks = []string{AnnLostNode, AnnLostHostname, AnnLostSince, AnnLostClaim, AnnReleaseAfter, AnnReleased}
 
 // Marked reports whether a PV carries any of the marks.
 func Marked(pv *v1.PersistentVolume) bool {

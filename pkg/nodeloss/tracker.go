@@ -152,20 +152,24 @@ func (t *Tracker) Len() int {
 
 // Pinned is Pinned with what the events showed: (key, v) names node v
 // when v carries the label key=v, or the node whose hostname label is v
-// when key is kubernetes.io/hostname. marked is a node the PV's marks
-// name: (key, marked) names it under any key when no event showed its
-// labels (it may be gone since before this process started).
-func (t *Tracker) Pinned(pv *v1.PersistentVolume, marked string) string {
+// when key is kubernetes.io/hostname. The PV's marks vouch for the node
+// they name (AnnLostNode) when no event showed its labels (it may be gone
+// since before this process started, or forgotten): (key, N) names it
+// under any key, and (kubernetes.io/hostname, AnnLostHostname) too.
+func (t *Tracker) Pinned(pv *v1.PersistentVolume) string {
 	if pv.Spec.NodeAffinity == nil {
 		return ""
 	}
+	marked, host := pv.Annotations[AnnLostNode], pv.Annotations[AnnLostHostname]
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expire(t.now())
-	return Pinned(pv, func(key, value string) string { return t.resolve(key, value, marked) })
+	return Pinned(pv, func(key, value string) string { return t.resolve(key, value, marked, host) }, t.labels)
 }
 
-func (t *Tracker) resolve(key, value, marked string) string {
+// resolve names the node (key, value) names; marked and host are what a
+// PV's marks say of a node (its name and hostname label).
+func (t *Tracker) resolve(key, value, marked, host string) string {
 	if e := t.nodes[value]; e != nil && e.labels != nil {
 		if e.labels[key] == value {
 			return value
@@ -173,8 +177,33 @@ func (t *Tracker) resolve(key, value, marked string) string {
 	} else if value == marked {
 		return value
 	}
-	if key == HostnameLabel {
-		return t.hostnames[value]
+	if key != HostnameLabel {
+		return ""
+	}
+	if n := t.hostnames[value]; n != "" {
+		return n
+	}
+	if e := t.nodes[marked]; marked != "" && value == host && (e == nil || e.labels == nil) {
+		return marked
+	}
+	return ""
+}
+
+// labels are the last labels the events showed of a node (Labels); the
+// caller holds mu.
+func (t *Tracker) labels(name string) (map[string]string, bool) {
+	if e := t.nodes[name]; e != nil && e.labels != nil {
+		return e.labels, true
+	}
+	return nil, false
+}
+
+// Hostname is the hostname label of a node the events showed, or "".
+func (t *Tracker) Hostname(name string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.nodes[name]; e != nil {
+		return e.labels[HostnameLabel]
 	}
 	return ""
 }
@@ -192,7 +221,7 @@ func (t *Tracker) LostNode(pv *v1.PersistentVolume) string {
 	if len(t.lost) == 0 {
 		return ""
 	}
-	name := Pinned(pv, func(key, value string) string { return t.resolve(key, value, "") })
+	name := Pinned(pv, func(key, value string) string { return t.resolve(key, value, "", "") }, t.labels)
 	if e := t.nodes[name]; e != nil && e.state.Loss != NotLost {
 		return name
 	}

@@ -31,6 +31,19 @@ func pvTerms(terms ...[]v1.NodeSelectorRequirement) *v1.PersistentVolume {
 	return &v1.PersistentVolume{Spec: v1.PersistentVolumeSpec{NodeAffinity: &v1.VolumeNodeAffinity{Required: sel}}}
 }
 
+// withFields adds "metadata.name In [name]" to pv's first term.
+func withFields(pv *v1.PersistentVolume, name string) *v1.PersistentVolume {
+	term := &pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0]
+	term.MatchFields = []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{name}}}
+	return pv
+}
+
+// withHostMark gives pv the marks of node, whose hostname label is host.
+func withHostMark(pv *v1.PersistentVolume, node, host string) *v1.PersistentVolume {
+	pv.Annotations = map[string]string{AnnLostNode: node, AnnLostHostname: host}
+	return pv
+}
+
 func in(key string, values ...string) v1.NodeSelectorRequirement {
 	return v1.NodeSelectorRequirement{Key: key, Operator: v1.NodeSelectorOpIn, Values: values}
 }
@@ -104,7 +117,7 @@ func TestPinned(t *testing.T) {
 	fqdn := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-3.example.com", Labels: map[string]string{hostKey: "node-3", "zone": "b"}}}
 	tr.Observe(fqdn.Name, fqdn)
 	csiKey := "topology.local.csi.tether.dev/node"
-	tr.Observe("node-4", &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-4", Labels: map[string]string{hostKey: "node-4", csiKey: "node-4"}}})
+	tr.Observe("node-4", &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-4", Labels: map[string]string{hostKey: "node-4", csiKey: "node-4", "zone": "a"}}})
 	tests := []struct {
 		name   string
 		pv     *v1.PersistentVolume
@@ -119,7 +132,13 @@ func TestPinned(t *testing.T) {
 		{"zone named like no node", pvAffinity("zone", "a"), "", ""},
 		{"two hosts in one requirement", pvAffinity(hostKey, "node-1", "node-2"), "", ""},
 		{"two terms, two nodes", pvTerms([]v1.NodeSelectorRequirement{in(hostKey, "node-1")}, []v1.NodeSelectorRequirement{in(hostKey, "node-2")}), "", ""},
-		{"two terms, one node", pvTerms([]v1.NodeSelectorRequirement{in(hostKey, "node-2")}, []v1.NodeSelectorRequirement{in(csiKey, "node-2"), in(hostKey, "node-2")}), "", "node-2"},
+		{"two terms, one node", pvTerms([]v1.NodeSelectorRequirement{in(hostKey, "node-4")}, []v1.NodeSelectorRequirement{in(csiKey, "node-4"), in(hostKey, "node-4")}), "", "node-4"},
+		{"two terms, one node, which does not meet the second", pvTerms([]v1.NodeSelectorRequirement{in(hostKey, "node-2")}, []v1.NodeSelectorRequirement{in(csiKey, "node-2"), in(hostKey, "node-2")}), "", ""},
+		{"a term that asks for another host too", pvTerms([]v1.NodeSelectorRequirement{in(hostKey, "node-2"), in(hostKey, "node-9")}), "", ""},
+		{"a node and a zone it is not in", pvTerms([]v1.NodeSelectorRequirement{in(csiKey, "node-4"), in("zone", "b")}), "", ""},
+		{"a node and a field that names another", withFields(pvAffinity(csiKey, "node-4"), "node-3.example.com"), "", ""},
+		{"a node and a field that names it", withFields(pvAffinity(csiKey, "node-4"), "node-4"), "", "node-4"},
+		{"an unknown node its marks name, whatever else the term asks", pvTerms([]v1.NodeSelectorRequirement{in(csiKey, "node-9"), in("zone", "b")}), "node-9", "node-9"},
 		{"a term pins nothing", pvTerms([]v1.NodeSelectorRequirement{in(hostKey, "node-2")}, []v1.NodeSelectorRequirement{in("zone", "a")}), "", ""},
 		{"one term, two nodes", pvTerms([]v1.NodeSelectorRequirement{in(hostKey, "node-1"), in(csiKey, "node-4")}), "", ""},
 		{"NotIn", pvTerms([]v1.NodeSelectorRequirement{{Key: hostKey, Operator: v1.NodeSelectorOpNotIn, Values: []string{"node-1"}}}), "", ""},
@@ -127,18 +146,27 @@ func TestPinned(t *testing.T) {
 		{"unknown node", pvAffinity(hostKey, "node-9"), "", ""},
 		{"unknown node its mark names", pvAffinity(csiKey, "node-9"), "node-9", "node-9"},
 		{"known node its mark names, under a key it does not carry", pvAffinity("rack", "node-2"), "node-2", ""},
+		{"unknown node by the hostname its marks name", withHostMark(pvAffinity(hostKey, "host-9"), "node-9", "host-9"), "", "node-9"},
+		{"unknown node by another hostname than its marks name", withHostMark(pvAffinity(hostKey, "host-8"), "node-9", "host-9"), "", ""},
+		{"the marks' hostname under another key", withHostMark(pvAffinity(csiKey, "host-9"), "node-9", "host-9"), "", ""},
+		{"a known node's hostname, marks naming another", withHostMark(pvAffinity(hostKey, "node-3"), "node-9", "node-3"), "", "node-3.example.com"},
+		{"a known node's marks: its labels decide, not the marks' hostname", withHostMark(pvAffinity(hostKey, "host-2"), "node-2", "host-2"), "", ""},
 		{"no affinity", &v1.PersistentVolume{}, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tr.Pinned(tt.pv, tt.marked); got != tt.want {
+			pv := tt.pv.DeepCopy()
+			if tt.marked != "" {
+				pv.Annotations = map[string]string{AnnLostNode: tt.marked}
+			}
+			if got := tr.Pinned(pv); got != tt.want {
 				t.Errorf("Pinned %q, want %q", got, tt.want)
 			}
 		})
 	}
 	// Two nodes with one hostname label: it names neither.
 	tr.Observe("node-5.example.com", &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-5.example.com", Labels: map[string]string{hostKey: "node-3"}}})
-	if got := tr.Pinned(pvAffinity(hostKey, "node-3"), ""); got != "" {
+	if got := tr.Pinned(pvAffinity(hostKey, "node-3")); got != "" {
 		t.Errorf("a hostname label two nodes carry pins %q", got)
 	}
 }
@@ -249,7 +277,7 @@ func TestTrackerHostnameAliases(t *testing.T) {
 	}
 	pinned := func(what, host, want string) {
 		t.Helper()
-		if got := tr.Pinned(pvAffinity(hostKey, host), ""); got != want {
+		if got := tr.Pinned(pvAffinity(hostKey, host)); got != want {
 			t.Errorf("%s: a PV of hostname %s is pinned to %q, want %q", what, host, got, want)
 		}
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -69,12 +70,15 @@ type lossState struct {
 	claimsDeleted, pvsDeleted, remade int
 
 	// policyEver: classes that opted in at some time (a binder's cache may
-	// still say so); zonal: the PVs of a zone; rebound counts the kept PVs
+	// still say so); affinities counts the PVs of generated affinities by
+	// shape; rebound counts the kept PVs
 	// bound again; spotSeq names the autoscaler's nodes.
-	policyEver map[string]bool
-	zonal      map[string]bool
-	rebound    int
-	spotSeq    int
+	policyEver       map[string]bool
+	affinities       map[string]int
+	affinityReleased int
+	affinitySeq      int
+	rebound          int
+	spotSeq          int
 	// deleteSent: claim UIDs whose deletion the binder sent for node loss;
 	// graceFrom: when each claim's grace started, as its marks said.
 	deleteSent map[string]bool
@@ -91,7 +95,7 @@ type lossState struct {
 
 func newLossState() lossState {
 	return lossState{lost: map[string]bool{}, down: map[string]bool{}, seen: map[string]map[string]time.Time{}, released: map[string]bool{},
-		givenUp: map[string]bool{}, policyEver: map[string]bool{classWFFC: true, classRetain: true}, zonal: map[string]bool{},
+		givenUp: map[string]bool{}, policyEver: map[string]bool{classWFFC: true, classRetain: true}, affinities: map[string]int{},
 		deleteSent: map[string]bool{}, graceFrom: map[string]time.Time{}, goneSeen: map[string]map[string]time.Time{},
 		shown: map[string]map[string]bool{}}
 }
@@ -330,8 +334,15 @@ func (w *World) upProvs() []*provProc {
 // lossCounts say how much of node loss a schedule went through.
 func (w *World) lossCounts() map[string]int {
 	c := map[string]int{"claims released": w.loss.claimsDeleted, "PVs deleted": w.loss.pvsDeleted, "claims made again": w.loss.remade,
-		"kept PVs bound again": w.loss.rebound, "zonal PVs": len(w.loss.zonal), "autoscaler nodes": w.loss.spotSeq,
+		"kept PVs bound again": w.loss.rebound, "autoscaler nodes": w.loss.spotSeq,
 		"nodes the binder's tracker forgot": w.loss.forgotten}
+	for shape, n := range w.loss.affinities {
+		c["PVs of generated affinities"] += n
+		if strings.HasPrefix(shape, "pins a node") {
+			c["of them pinning a node"] += n
+		}
+	}
+	c["of them released for node loss"] = w.loss.affinityReleased
 	for _, e := range w.events {
 		switch {
 		case e.kind == "*v1.PersistentVolume" && (e.reason == "NodeLost" || e.reason == "ReleasedForNodeLoss" || e.reason == "NodeBack"):
@@ -353,10 +364,8 @@ func (w *World) boundOn() map[string]bool {
 	out := map[string]bool{}
 	for _, pv := range w.api.volumes() {
 		if pv.Status.Phase == v1.VolumeBound && w.policyOn(pv.Spec.StorageClassName) && pv.Spec.NodeAffinity != nil {
-			for _, n := range nodeNames {
-				if pv.Name != "" && slices.Contains(pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values, n) {
-					out[n] = true
-				}
+			if n := pinOf(pv); n != "" {
+				out[n] = true
 			}
 		}
 	}
@@ -391,7 +400,12 @@ func (w *World) loseAtRest() {
 	if w.cfg.Node && w.rng.Intn(2) == 0 {
 		w.settle(0)
 		late = w.rng.Intn(4) == 0
-		for _, n := range sortedKeys(w.boundOn()) {
+		lose := sortedKeys(w.boundOn())
+		if pin, ok := w.affinityAtRest(); ok {
+			w.settle(0)
+			lose = append([]string{pin}, lose...)
+		}
+		for _, n := range lose {
 			if !w.loss.lost[n] && w.api.peek(rNodes, n) != nil {
 				if late {
 					w.tracef("---- the classes opt out before the loss, and in again after it")

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -101,6 +102,9 @@ func (w *World) checkBinderWrite(verb, res, ns string, action k8stesting.Action)
 // API server's word now, and lost for the grace as it saw it.
 func (w *World) checkRelease(pv *v1.PersistentVolume) {
 	node := pv.Annotations[nodeloss.AnnLostNode]
+	if strings.HasPrefix(pv.Name, "affinity-") {
+		w.loss.affinityReleased++
+	}
 	if !w.lostOnAPI(node) {
 		w.violate("binder: released the claim of PV %s while node %s is not lost", pv.Name, node)
 		return
@@ -113,8 +117,8 @@ func (w *World) checkRelease(pv *v1.PersistentVolume) {
 	if !w.loss.policyEver[pv.Spec.StorageClassName] {
 		w.violate("binder: released the claim of PV %s of class %s, which never opted in", pv.Name, pv.Spec.StorageClassName)
 	}
-	if w.loss.zonal[pv.Name] {
-		w.violate("binder: released the claim of PV %s, a zone's volume, not node %s's", pv.Name, node)
+	if pin := pinOf(pv); pin != node {
+		w.violate("binder: released the claim of PV %s for node %s; its affinity pins %q (%s)", pv.Name, node, pin, affinityShape(pv.Spec.NodeAffinity))
 	}
 	c := w.claimOfRef(pv)
 	switch {
@@ -167,8 +171,9 @@ func (w *World) checkClaimDelete(ns, name string, pre *metav1.Preconditions) {
 		w.violate("binder: deleted claim %s while node %s is not lost", key, pv.Annotations[nodeloss.AnnLostNode])
 	case !w.policyOn(storagehelpers.GetPersistentVolumeClaimClass(c)):
 		w.violate("binder: deleted claim %s of a class without the policy on the API", key)
-	case w.loss.zonal[pv.Name]:
-		w.violate("binder: deleted claim %s of PV %s, a zone's volume", key, pv.Name)
+	case pinOf(pv) != pv.Annotations[nodeloss.AnnLostNode]:
+		w.violate("binder: deleted claim %s of PV %s for node %s; its affinity pins %q (%s)", key, pv.Name,
+			pv.Annotations[nodeloss.AnnLostNode], pinOf(pv), affinityShape(pv.Spec.NodeAffinity))
 	case pv.Annotations[nodeloss.AnnLostClaim] != string(c.UID):
 		w.violate("binder: deleted claim %s (uid %s), whose PV %s's marks name claim %q", key, shortUID(c.UID), pv.Name,
 			pv.Annotations[nodeloss.AnnLostClaim])
@@ -292,8 +297,7 @@ func (w *World) checkAllReleased() {
 			if w.forgotten(n) && !hasMarks(pv) {
 				continue // deleted longer than twice the grace ago, as the binder saw it: it knows the node no more (design.md)
 			}
-			values := pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values
-			if slices.Contains(values, n) && c.Spec.VolumeName == pv.Name && c.DeletionTimestamp == nil && w.lostOnAPI(n) {
+			if pinOf(pv) == n && c.Spec.VolumeName == pv.Name && c.DeletionTimestamp == nil && w.lostOnAPI(n) {
 				w.violate("claim %s/%s of PV %s on lost node %s is not released once the system settled (marks %v)",
 					c.Namespace, c.Name, pv.Name, n, pv.Annotations)
 			}

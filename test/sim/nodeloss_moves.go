@@ -13,7 +13,7 @@ import (
 )
 
 // The moves of writers.go that bear on node loss (issue 33): a class's
-// policy on and off, zonal volumes, a kept PV bound again, an autoscaler
+// policy on and off, PVs of generated affinities, a kept PV bound again, an autoscaler
 // that adds nodes to the zones and removes them.
 
 // policyOn reports whether a class opts in on the API now.
@@ -34,34 +34,72 @@ func (w *World) setPolicy(name string, on bool) string {
 		return "admin: class " + name + " is gone"
 	}
 	class.Annotations = map[string]string{}
+	value := "true"
 	if on {
-		class.Annotations[nodeloss.AnnPolicy] = "true"
 		w.loss.policyEver[name] = true
+	} else {
+		// Off, the awkward ways too: absent, or a value that is not
+		// "true" (design.md: only "true" opts in).
+		value = pick(w, []string{"", "false", "True", "1", "absent"})
+	}
+	if value != "absent" {
+		class.Annotations[nodeloss.AnnPolicy] = value
 	}
 	class.ResourceVersion = ""
 	_, _ = w.api.Update(class, false)
-	return fmt.Sprintf("admin: class %s releases claims on node loss: %v", name, on)
+	return fmt.Sprintf("admin: class %s releases claims on node loss: %v (%s: %q)", name, on, nodeloss.AnnPolicy, value)
 }
 
-// adminZonalPV makes a PV of one node's zone (which holds that node alone
-// until the autoscaler adds one), pre-bound to a pending claim: never a
-// node's own, whatever the zone holds.
-func (w *World) adminZonalPV() string {
+// adminAffinityPV makes a PV of a generated node affinity (genAffinity:
+// a node's own, a zone that may hold one node until the autoscaler adds
+// one, several hosts, terms, a node that never was), pre-bound to a
+// pending claim. The checks judge its release by pinOf alone, whatever
+// nodes its zone holds.
+func (w *World) adminAffinityPV() string {
 	cs := w.liveClaims(func(c *v1.PersistentVolumeClaim) bool { return c.Spec.VolumeName == "" })
 	if len(cs) == 0 {
-		return "admin: no pending claim for a zonal PV"
+		return "admin: no pending claim for a PV of its own affinity"
 	}
 	c := pick(w, cs)
-	zone := zoneOf(pick(w, nodeNames))
 	reclaim := pick(w, []v1.PersistentVolumeReclaimPolicy{v1.PersistentVolumeReclaimDelete, v1.PersistentVolumeReclaimRetain})
-	pv := preBoundPV(c, "zonal", reclaim)
-	pv.Spec.NodeAffinity = &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
-		MatchExpressions: []v1.NodeSelectorRequirement{{Key: zoneKey, Operator: v1.NodeSelectorOpIn, Values: []string{zone}}}}}}}
+	pv := preBoundPV(c, "affinity", reclaim)
+	pv.Spec.NodeAffinity = genAffinity(w)
 	if _, err := w.api.Create(pv); err != nil {
-		return "admin: zonal PV: " + err.Error()
+		return "admin: PV of its own affinity: " + err.Error()
 	}
-	w.loss.zonal[pv.Name] = true
-	return fmt.Sprintf("admin: zonal PV %s (%s, %s) pre-bound to %s/%s", pv.Name, zone, reclaim, c.Namespace, c.Name)
+	shape := affinityShape(pv.Spec.NodeAffinity)
+	w.loss.affinities[shape]++
+	return fmt.Sprintf("admin: PV %s (%s; %s, %s) pre-bound to %s/%s", pv.Name, shape, describeAffinity(pv.Spec.NodeAffinity), reclaim,
+		c.Namespace, c.Name)
+}
+
+// affinityAtRest: in half the schedules that lose a node at rest, the
+// admin first binds a new claim of a class that opts in to a PV of a
+// generated affinity; the node lost is the one it pins, if any (ok).
+func (w *World) affinityAtRest() (string, bool) {
+	if w.rng.Intn(2) == 0 {
+		return "", false
+	}
+	w.loss.affinitySeq++
+	name := fmt.Sprintf("affinity-at-rest-%d", w.loss.affinitySeq)
+	c := w.preBoundClaim(pick(w, []string{classWFFC, classRetain}), name)
+	if c == nil {
+		return "", false
+	}
+	reclaim := pick(w, []v1.PersistentVolumeReclaimPolicy{v1.PersistentVolumeReclaimDelete, v1.PersistentVolumeReclaimRetain})
+	pv := preBoundPV(c, "affinity", reclaim)
+	pv.Name, pv.Spec.CSI.VolumeHandle = name, name
+	pv.Spec.NodeAffinity = genAffinity(w)
+	if _, err := w.api.Create(pv); err != nil {
+		return "", false
+	}
+	w.offered["affinity-pv"] = true
+	shape := affinityShape(pv.Spec.NodeAffinity)
+	w.loss.affinities[shape]++
+	w.tracef("---- admin: PV %s (%s; %s, %s) bound to a new claim %s/%s of class %s", pv.Name, shape,
+		describeAffinity(pv.Spec.NodeAffinity), reclaim, c.Namespace, c.Name, pv.Spec.StorageClassName)
+	pin := pinOf(pv)
+	return pin, pin != "" && !w.loss.lost[pin] && w.api.peek(rNodes, pin) != nil
 }
 
 // keptPVs are the Released Retain PVs: an admin may bind one again.
@@ -193,8 +231,7 @@ func (w *World) lossAtRestMoves(late bool) {
 	if w.rng.Intn(4) == 0 {
 		var mine []*v1.PersistentVolumeClaim
 		for _, pv := range w.api.volumes() {
-			if c := w.claimOfRef(pv); c != nil && c.DeletionTimestamp == nil && pv.Spec.NodeAffinity != nil &&
-				pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] == n {
+			if c := w.claimOfRef(pv); c != nil && c.DeletionTimestamp == nil && pinOf(pv) == n {
 				mine = append(mine, c)
 			}
 		}

@@ -16,7 +16,7 @@ import (
 // create-namespace, edit-vac, retain, delete-released, node,
 // recreate-class, class-with-claims, static-pv, other-cluster, crash-provisioner,
 // crash-binder, standby-binder, failover-binder, sweep, attach, detach, lease and switch and hand-back
-// (centralised mode), csinode and zonal-pv (node mode), node-loss, node-return,
+// (centralised mode), csinode and affinity-pv (node mode), node-loss, node-return,
 // node-notready, statefulset, rebind-pv, class-policy, autoscaler,
 // snapshot, delete-snapshot, restore, snapshot-finalizer, delete-content,
 // edit-content, select-node; the other controllers' schedule and snapshot-controller;
@@ -252,7 +252,7 @@ func (w *World) options(settling bool) []option {
 	actor("class-with-claims", 1, w.classWithClaims)
 	actor("static-pv", 1, w.adminStaticPV)
 	if w.cfg.Node {
-		actor("zonal-pv", 1, w.adminZonalPV)
+		actor("affinity-pv", 1, w.adminAffinityPV)
 	}
 	if len(w.keptPVs()) > 0 {
 		actor("rebind-pv", 1, w.adminRebind)

@@ -66,7 +66,7 @@ func zoneOf(node string) string {
 }
 
 func (w *World) addNode(name string) {
-	w.create(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{topologyKey: name, zoneKey: zoneOf(name)}}})
+	w.create(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: nodeLabels(name)}})
 	w.create(&storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.CSINodeSpec{
 		Drivers: []storagev1.CSINodeDriver{{Name: driverName, NodeID: name, TopologyKeys: []string{topologyKey}}}}})
 }

@@ -28,7 +28,7 @@ var writers = []writer{
 	{"admin", "PersistentVolume", "spec.persistentVolumeReclaimPolicy", "retain"},
 	{"admin", "PersistentVolume", "delete (a Released Retain PV)", "delete-released"},
 	{"admin", "PersistentVolume", "create, pre-bound (spec.claimRef) to a pending claim", "static-pv"},
-	{"admin", "PersistentVolume", "spec.nodeAffinity: a zone (that may hold one node)", "zonal-pv"},
+	{"admin", "PersistentVolume", "spec.nodeAffinity, generated (genAffinity): a node's own by key or hostname, a zone that may hold one node, a rack, several hosts, terms, NotIn, Exists, a node that never was", "affinity-pv"},
 	{"admin", "PersistentVolume", "spec.claimRef: a kept PV bound again to another claim", "rebind-pv"},
 	{"admin", "StorageClass", "delete, or made again with other parameters", "recreate-class"},
 	{"tenant and admin", "StorageClass and PersistentVolumeClaim", "a class deleted with its claims (a test suite's clean-up)", "class-with-claims"},
