@@ -221,8 +221,11 @@ func (t *Tracker) LostNode(pv *v1.PersistentVolume) string {
 	if len(t.lost) == 0 {
 		return ""
 	}
-	name := Pinned(pv, func(key, value string) string { return t.resolve(key, value, "", "") }, t.labels)
-	if e := t.nodes[name]; e != nil && e.state.Loss != NotLost {
+	resolve := func(key, value string) string { return t.resolve(key, value, "", "") }
+	// The node named first, its labels checked only when it is lost: with
+	// labels, Pinned answers the same node or none.
+	name := Pinned(pv, resolve, nil)
+	if e := t.nodes[name]; e != nil && e.state.Loss != NotLost && Pinned(pv, resolve, t.labels) == name {
 		return name
 	}
 	return ""

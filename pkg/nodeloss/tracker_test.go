@@ -249,6 +249,14 @@ func TestTrackerLostNode(t *testing.T) {
 	tr.Observe("node-2", relabelled)
 	tr.Observe("node-1", node("node-1", false))
 	step("node-2 still out of service, other events", "node-2")
+	racked := pvTerms([]v1.NodeSelectorRequirement{in(hostKey, "node-2"), in("rack", "r2")})
+	if got := tr.LostNode(racked); got != "" {
+		t.Errorf("a term node-2 does not meet (rack r2): LostNode %q, want none", got)
+	}
+	racked.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[1].Values = []string{"r1"}
+	if got := tr.LostNode(racked); got != "node-2" {
+		t.Errorf("a term node-2 meets (rack r1): LostNode %q, want node-2", got)
+	}
 	tr.Observe("node-2", node("node-2", false))
 	step("node-2 back", "")
 	tr.Observe("node-1", node("node-1", true))
