@@ -275,7 +275,7 @@ func TestTrackerLostNode(t *testing.T) {
 
 // TestTrackerHostnameAliases: a hostname label names its node while the
 // node carries it; a relabelled node no longer answers to the old name,
-// and a node forgotten after its deletion leaves its hostname free for
+// which another node may take, and a node forgotten after its deletion leaves its hostname free for
 // the node that replaces it.
 func TestTrackerHostnameAliases(t *testing.T) {
 	now := t0
@@ -294,6 +294,8 @@ func TestTrackerHostnameAliases(t *testing.T) {
 	tr.Observe("a.example.com", named("a.example.com", "a2"))
 	pinned("relabelled: the old hostname", "a", "")
 	pinned("relabelled: the new hostname", "a2", "a.example.com")
+	tr.Observe("c.example.com", named("c.example.com", "a"))
+	pinned("the old hostname taken by another node", "a", "c.example.com")
 	tr.Observe("a.example.com", nil)
 	pinned("deleted, still held", "a2", "a.example.com")
 	now = now.Add(11 * time.Minute)
