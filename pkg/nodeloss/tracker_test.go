@@ -169,6 +169,15 @@ func TestPinned(t *testing.T) {
 	if got := tr.Pinned(pvAffinity(hostKey, "node-3")); got != "" {
 		t.Errorf("a hostname label two nodes carry pins %q", got)
 	}
+	if got := tr.Pinned(withHostMark(pvAffinity(hostKey, "node-3"), "node-5.example.com", "node-3")); got != "" {
+		t.Errorf("a hostname label two nodes carry pins %q when marks name one of them", got)
+	}
+	if got, want := tr.Hostname("node-3.example.com"), "node-3"; got != want {
+		t.Errorf("Hostname of a node seen: %q, want %q", got, want)
+	}
+	if got := tr.Hostname("node-9"); got != "" {
+		t.Errorf("Hostname of a node never seen: %q", got)
+	}
 }
 
 // TestTrackerForgetsDeletedNodes: thousands of nodes come and go; the
