@@ -5,16 +5,24 @@
 # images; for test/monitoring prometheus (prometheus and promtool). Needs
 # root and apt-get; without them it says what to install and goes on (the
 # tests that need them then fail with the same message).
+# Usage: hack/node-debs.sh [demo]: with demo, only the real nodes' packages
+# (make demo runs no prometheus).
 #
 # No service of these packages starts: while apt-get runs, a policy-rc.d
 # (unless the machine has one) denies every start, so that no system
 # prometheus (or containerd) is left running.
 set -euo pipefail
-debs="containerd runc containernetworking-plugins busybox-static prometheus"
+debs="containerd runc containernetworking-plugins busybox-static"
+who="the tests"
+case ${1:-} in
+  "") debs+=" prometheus" ;;
+  demo) who="the demo's real nodes" ;;
+  *) echo "hack/node-debs.sh: unknown argument $1 (none or demo)" >&2; exit 2 ;;
+esac
 missing=$(for d in $debs; do dpkg -s "$d" >/dev/null 2>&1 || echo "$d"; done)
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  echo ">> installing Debian packages for the tests:" $missing
+  echo ">> installing Debian packages for $who:" $missing
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\n# hack/node-debs.sh: no service starts while it installs packages\nexit 101\n' >/usr/sbin/policy-rc.d
     chmod 755 /usr/sbin/policy-rc.d
@@ -22,5 +30,5 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   fi
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
 else
-  echo "hack/node-debs.sh: the tests need: apt-get install -y --no-install-recommends" $missing >&2
+  echo "hack/node-debs.sh: $who need: apt-get install -y --no-install-recommends" $missing >&2
 fi

@@ -95,7 +95,9 @@ func run(r *runner) int {
 // containerd, runc), and runs deploy/csi on them as pods.
 func startReal(r *runner) (*cluster.Cluster, map[string]*cluster.RealNode) {
 	step("Building tether's images as `make images` does (binder, provisioner, local driver), and the test registrar")
+	start := time.Now()
 	images := cluster.NodeImages(r)
+	fmt.Printf("  built in %s\n", time.Since(start).Round(time.Second))
 	step("Starting etcd, kube-apiserver, kube-scheduler and kube-controller-manager (its PV binder off)")
 	c := cluster.Start(r, cluster.Options{RealNodes: true, Scheduler: true,
 		Controllers: []string{"*", "-persistentvolume-binder-controller"}})

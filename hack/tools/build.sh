@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
 # Builds the pinned tools that tests run against into one cache folder.
-# Usage: hack/tools/build.sh [BIN_DIR]   (default: .cache/tools/bin)
-# A tool already present is not built again; delete it to rebuild.
+# Usage: hack/tools/build.sh [BIN_DIR [SET]]   (default: .cache/tools/bin, all)
+# SET is all (make tools: every tool) or demo (make demo: the ones the demo
+# runs, etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+# kubectl, and kubelet when run as root, since only root gets real nodes).
+# A tool already present is not built again; delete it to rebuild. Each
+# build says how long it took.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bin=${1:-$root/.cache/tools/bin}
+set=${2:-all}
+case $set in
+  all) only="" ;;
+  demo) only="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl"
+        [ "$(id -u)" = 0 ] && only+=" kubelet" ;;
+  *) echo "hack/tools/build.sh: unknown set $set (all or demo)" >&2; exit 2 ;;
+esac
 mkdir -p "$bin"
 bin=$(cd "$bin" && pwd)
 # shellcheck source=versions.env
@@ -25,10 +36,21 @@ if grep -E '^\s+k8s.io/[a-z0-9-]+ => ' "$here/go.mod" | grep -v " $STAGING_VERSI
   echo "hack/tools/go.mod: the staging replaces above are not at $STAGING_VERSION" >&2; exit 1
 fi
 
-missing() { for t in "$@"; do [ -x "$bin/$t" ] || return 0; done; return 1; }
+# missing: whether one of the named tools is in the set and not built yet.
+missing() {
+  for t in "$@"; do
+    [ -z "$only" ] || [[ " $only " == *" $t "* ]] || continue
+    [ -x "$bin/$t" ] || return 0
+  done
+  return 1
+}
+# took: how long the build since the last mark took (bash's SECONDS).
+mark() { started=$SECONDS; }
+took() { local s=$((SECONDS - started)); printf '   took %dm%02ds\n' $((s / 60)) $((s % 60)); }
 
 k8s_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 if missing "${k8s_tools[@]}" etcd; then
+  mark
   echo ">> building etcd $ETCD_VERSION and ${k8s_tools[*]} from k8s.io/kubernetes $KUBERNETES_VERSION"
   echo "   (the first build takes about 10 minutes on 2 cores; later runs reuse $bin)"
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -38,18 +60,21 @@ if missing "${k8s_tools[@]}" etcd; then
       k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
   mv "$tmp/server" "$bin/etcd"   # go names the etcd server module's binary "server"
   for t in "${k8s_tools[@]}"; do mv "$tmp/$t" "$bin/$t"; done
+  took
 fi
 
 # kubelet, for the real nodes of test/cluster (containerd, runc and the CNI
 # plugins come from Debian). Built alone so that an existing cache gains it
 # without rebuilding the rest; the version flags make the node report it.
 if missing kubelet; then
+  mark
   echo ">> building kubelet $KUBERNETES_VERSION (about 3 minutes cold, 30 s with the other tools' build cache)"
   minor=${KUBERNETES_VERSION#v*.}; minor=${minor%%.*}
   vpkg=k8s.io/component-base/version
   (cd "$here" && go build -trimpath -o "$bin/kubelet" \
       -ldflags "-X $vpkg.gitVersion=$KUBERNETES_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor" \
       k8s.io/kubernetes/cmd/kubelet)
+  took
 fi
 
 # Builds one main package inside a copy of its own module, so that the
@@ -67,20 +92,26 @@ build_in_module() {
 }
 
 if missing csi-sanity; then
+  mark
   echo ">> building csi-sanity $CSI_SANITY_VERSION"
   build_in_module github.com/kubernetes-csi/csi-test/v5 "$CSI_SANITY_VERSION" cmd/csi-sanity csi-sanity
+  took
 fi
 
 if missing mock-driver; then
+  mark
   echo ">> building the csi-test mock driver $MOCK_DRIVER_VERSION"
   build_in_module github.com/kubernetes-csi/csi-test/v4 "$MOCK_DRIVER_VERSION" cmd/mock-driver mock-driver
+  took
 fi
 
 if missing csi-provisioner; then
+  mark
   echo ">> building the upstream external-provisioner $EXTERNAL_PROVISIONER_VERSION (comparison only)"
   # Static: make conformance also runs it in a node's pod, from an image
   # that holds nothing but the binary.
   CGO_ENABLED=0 build_in_module github.com/kubernetes-csi/external-provisioner/v6 "$EXTERNAL_PROVISIONER_VERSION" cmd/csi-provisioner csi-provisioner
+  took
 fi
 
 # Kubernetes' e2e suite (make conformance runs its External Storage tests
@@ -88,12 +119,16 @@ fi
 # run; test/cluster packs agnhost into a local image under the suite's
 # reference. agnhost is static: the image holds nothing but busybox.
 if missing e2e.test; then
+  mark
   echo ">> building e2e.test from k8s.io/kubernetes $KUBERNETES_VERSION (about 10 minutes cold on 2 cores)"
   (cd "$here" && go test -c -trimpath -o "$bin/e2e.test" k8s.io/kubernetes/test/e2e)
+  took
 fi
 if missing agnhost; then
+  mark
   echo ">> building agnhost from k8s.io/kubernetes $KUBERNETES_VERSION"
   (cd "$here" && CGO_ENABLED=0 go build -trimpath -o "$bin/agnhost" k8s.io/kubernetes/test/images/agnhost)
+  took
 fi
 
 # The VolumeSnapshot stack, for restores: the snapshot-controller and the
@@ -104,6 +139,7 @@ fi
 # module download does not hold: the same client release comes from the
 # proxy instead.
 if missing snapshot-controller csi-snapshotter; then
+  mark
   echo ">> building snapshot-controller and csi-snapshotter $EXTERNAL_SNAPSHOTTER_VERSION"
   snap_mod=github.com/kubernetes-csi/external-snapshotter
   snap_src=$(go mod download -json "$snap_mod/v8@$EXTERNAL_SNAPSHOTTER_VERSION" | awk -F'"' '/"Dir"/ {print $4}')
@@ -116,8 +152,9 @@ if missing snapshot-controller csi-snapshotter; then
       CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$bin/$t" "./cmd/$t"
     done)
   rm -rf "$snap_work"
+  took
 fi
-if [ ! -f "$bin/snapshot-crds/snapshot.storage.k8s.io_volumesnapshots.yaml" ]; then
+if [ -z "$only" ] && [ ! -f "$bin/snapshot-crds/snapshot.storage.k8s.io_volumesnapshots.yaml" ]; then
   echo ">> copying the VolumeSnapshot CRDs $EXTERNAL_SNAPSHOTTER_VERSION"
   crd_src=$(go mod download -json "github.com/kubernetes-csi/external-snapshotter/client/v8@$EXTERNAL_SNAPSHOTTER_VERSION" | awk -F'"' '/"Dir"/ {print $4}')
   [ -n "$crd_src" ] || { echo "cannot download the snapshot client module" >&2; exit 1; }
@@ -127,4 +164,4 @@ if [ ! -f "$bin/snapshot-crds/snapshot.storage.k8s.io_volumesnapshots.yaml" ]; t
   done
 fi
 
-echo ">> tools ready in $bin"
+if [ -n "$only" ]; then echo ">> the demo's tools ready in $bin: $only"; else echo ">> tools ready in $bin"; fi
