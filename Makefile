@@ -37,11 +37,11 @@ IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 images: ## OCI image archives of the binder, provisioner and local driver for IMAGE_PLATFORMS, reproducible, in _out/images/VERSION/ (load one with `ctr -n k8s.io images import`)
 	$(GO) run ./hack/release images -version "$(VERSION)" -registry "$(IMAGE_REGISTRY)" -platforms "$(IMAGE_PLATFORMS)" -out "_out/images/$(VERSION)"
 
-release: tools ## the release bundle of VERSION=vX.Y.Z in _out/release/VERSION/: image archives, tether.yaml pinned by digest, RELEASE_NOTES.md, SHA256SUMS
+release: ## the release bundle of VERSION=vX.Y.Z in _out/release/VERSION/: image archives, tether.yaml pinned by digest, RELEASE_NOTES.md, SHA256SUMS
 	@[[ "$(origin VERSION)" == "command line" || "$(origin VERSION)" == "environment" ]] || { echo "make release: say which, e.g. make release VERSION=v0.1.0" >&2; exit 2; }
 	rm -rf "_out/release/$(VERSION)"
 	$(GO) run ./hack/release release -version "$(VERSION)" -registry "$(IMAGE_REGISTRY)" -platforms "$(IMAGE_PLATFORMS)" \
-	  -kubectl "$(TOOLS_BIN)/kubectl" -out "_out/release/$(VERSION)"
+	  -out "_out/release/$(VERSION)"
 
 tools: ## build the pinned tools that are missing (first time: about 10 minutes)
 	@hack/node-debs.sh

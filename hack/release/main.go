@@ -2,7 +2,7 @@
 // make release) and pushes a bundle's images to a registry:
 //
 //	go run ./hack/release images  -version v0.1.0 -out _out/images/v0.1.0
-//	go run ./hack/release release -version v0.1.0 -out _out/release/v0.1.0 -kubectl kubectl
+//	go run ./hack/release release -version v0.1.0 -out _out/release/v0.1.0
 //	go run ./hack/release push    -dir _out/release/v0.1.0 [-registry registry.example.com/tether]
 package main
 
@@ -59,7 +59,6 @@ func build(ctx context.Context, what string, args []string) error {
 	out := fs.String("out", "", "the folder to write into")
 	registry := fs.String("registry", "ghcr.io/tether-csi", "the images' registry and path")
 	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated os/arch list")
-	kubectl := fs.String("kubectl", "kubectl", "kubectl, for `kubectl kustomize` of deploy/csi (release)")
 	_ = fs.Parse(args)
 	if fs.NArg() > 0 || *version == "" || *out == "" {
 		return fmt.Errorf("%s: -version and -out are required, and nothing else (got %q)", what, fs.Args())
@@ -104,7 +103,7 @@ func build(ctx context.Context, what string, args []string) error {
 		}
 		logf("%s", name)
 	}
-	manifests, err := release.Render(ctx, *kubectl, root, built)
+	manifests, err := release.Render(root, built)
 	if err != nil {
 		return err
 	}
