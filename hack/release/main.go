@@ -86,7 +86,7 @@ func build(ctx context.Context, what string, args []string) error {
 		return err
 	}
 	if what == "images" {
-		logf("images: %d archives in %s", len(built)*len(plats), *out)
+		logf("images: %d archives (%d platforms each) in %s", len(built), len(plats), *out)
 		return nil
 	}
 	for _, p := range plats {

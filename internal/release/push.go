@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -41,9 +41,11 @@ type PushOptions struct {
 	Log    func(format string, args ...any)
 }
 
-// Push uploads every component's platform images and their index, and
-// checks that the registry's index has the digest tether.yaml pins: the
-// release runs from the registry exactly as it was built.
+// Push uploads every component's archive to a registry: the platform
+// images, then, under the tag, the index exactly as the archive holds it,
+// so the registry serves the digest tether.yaml pins whatever order the
+// bundle's platforms were built in. It refuses an archive that disagrees
+// with images.json.
 func Push(ctx context.Context, o PushOptions) error {
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
@@ -54,72 +56,76 @@ func Push(ctx context.Context, o PushOptions) error {
 	}
 	opts := append([]remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, o.Remote...)
 	for _, b := range built {
-		ref := b.Ref
-		if o.Registry != "" {
-			ref = strings.TrimSuffix(o.Registry, "/") + "/" + b.Component + ref[strings.LastIndex(ref, ":"):]
-		}
-		tag, err := name.NewTag(ref)
-		if err != nil {
+		if err := pushComponent(o, b, opts); err != nil {
 			return err
 		}
-		var images []v1.Image
-		for plat, a := range b.Archives {
-			tmp, err := os.MkdirTemp("", "tether-push-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(tmp)
-			img, _, err := ReadArchive(filepath.Join(o.Dir, a.File), tmp)
-			if err != nil {
-				return err
-			}
-			d, err := img.Digest()
-			if err != nil {
-				return err
-			}
-			if d.String() != a.Digest {
-				return fmt.Errorf("%s: digest %s, images.json says %s", a.File, d, a.Digest)
-			}
-			if err := remote.Write(tag.Context().Digest(d.String()), img, opts...); err != nil {
-				return fmt.Errorf("push %s %s: %w", ref, plat, err)
-			}
-			images = append(images, img)
-		}
-		idx, err := NewIndex(sortByPlatform(images))
-		if err != nil {
-			return err
-		}
-		d, err := idx.Digest()
-		if err != nil {
-			return err
-		}
-		if d.String() != b.Digest {
-			return fmt.Errorf("%s: index digest %s, tether.yaml pins %s", ref, d, b.Digest)
-		}
-		if err := remote.WriteIndex(tag, idx, opts...); err != nil {
-			return fmt.Errorf("push %s: %w", ref, err)
-		}
-		o.Log("pushed %s@%s", tag, d)
 	}
 	return nil
 }
 
-// sortByPlatform orders images as BuildImages built them (Platforms'
-// order), so the index has the same bytes and digest.
-func sortByPlatform(images []v1.Image) []v1.Image {
-	rank := func(img v1.Image) int {
-		cfg, err := img.ConfigFile()
-		if err != nil {
-			return len(Platforms)
-		}
-		for i, p := range Platforms {
-			if p.OS == cfg.OS && p.Architecture == cfg.Architecture {
-				return i
-			}
-		}
-		return len(Platforms)
+// pushComponent pushes one component's archive.
+func pushComponent(o PushOptions, b Built, opts []remote.Option) error {
+	ref := b.Ref
+	if o.Registry != "" {
+		ref = strings.TrimSuffix(o.Registry, "/") + "/" + b.Component + ref[strings.LastIndex(ref, ":"):]
 	}
-	out := append([]v1.Image(nil), images...)
-	sort.SliceStable(out, func(i, j int) bool { return rank(out[i]) < rank(out[j]) })
-	return out
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "tether-push-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	a, err := ReadArchive(filepath.Join(o.Dir, b.File), tmp)
+	if err != nil {
+		return err
+	}
+	if err := checkArchive(a.Index, b); err != nil {
+		return fmt.Errorf("%s: %w", b.File, err)
+	}
+	if err := remote.WriteIndex(tag, a.Index, opts...); err != nil {
+		return fmt.Errorf("push %s: %w", ref, err)
+	}
+	desc, err := remote.Head(tag, opts...)
+	if err != nil {
+		return fmt.Errorf("read back %s: %w", ref, err)
+	}
+	if desc.Digest.String() != b.Digest {
+		return fmt.Errorf("%s: the registry serves %s, tether.yaml pins %s", ref, desc.Digest, b.Digest)
+	}
+	o.Log("pushed %s@%s", tag, desc.Digest)
+	return nil
+}
+
+// checkArchive fails unless idx is the index images.json describes: its
+// digest, and one image per platform with the digests listed.
+func checkArchive(idx v1.ImageIndex, b Built) error {
+	d, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	if d.String() != b.Digest {
+		return fmt.Errorf("holds index %s, images.json and tether.yaml pin %s", d, b.Digest)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	got := map[string]string{}
+	for _, desc := range m.Manifests {
+		if desc.Platform == nil {
+			return fmt.Errorf("image %s has no platform", desc.Digest)
+		}
+		got[desc.Platform.OS+"/"+desc.Platform.Architecture] = desc.Digest.String()
+	}
+	want := map[string]string{}
+	for plat, img := range b.Platforms {
+		want[plat] = img.Digest
+	}
+	if !maps.Equal(got, want) {
+		return fmt.Errorf("holds images %v, images.json lists %v", got, want)
+	}
+	return nil
 }
