@@ -3,7 +3,7 @@
 //
 //	go run ./hack/release images  -version v0.1.0 -out _out/images/v0.1.0
 //	go run ./hack/release release -version v0.1.0 -out _out/release/v0.1.0
-//	go run ./hack/release push    -dir _out/release/v0.1.0 [-registry registry.example.com/tether]
+//	go run ./hack/release push    -dir _out/release/v0.1.0 [-registry registry.example.com/tether] [-force]
 package main
 
 import (
@@ -145,9 +145,10 @@ func push(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("push", flag.ExitOnError)
 	dir := fs.String("dir", "", "a release (or images) folder")
 	registry := fs.String("registry", "", "push to this registry and path instead of the one built in")
+	force := fs.Bool("force", false, "move a tag that already names other bytes (a published tether.yaml pinning them stops matching it)")
 	_ = fs.Parse(args)
 	if fs.NArg() > 0 || *dir == "" {
 		return fmt.Errorf("push: -dir is required, and nothing else")
 	}
-	return release.Push(ctx, release.PushOptions{Dir: *dir, Registry: *registry, Log: logf})
+	return release.Push(ctx, release.PushOptions{Dir: *dir, Registry: *registry, Force: *force, Log: logf})
 }

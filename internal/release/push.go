@@ -38,14 +38,24 @@ type PushOptions struct {
 	// Remote are extra options (transport, auth); by default the
 	// keychain of ~/.docker/config.json.
 	Remote []remote.Option
-	Log    func(format string, args ...any)
+	// Force moves a tag the registry already has to the bundle's index.
+	// Without it Push refuses, before it sends anything, to move any tag
+	// to other bytes than it names (a tether.yaml already published pins
+	// those); a tag that names the bundle's index already is left as it
+	// is.
+	Force bool
+	Log   func(format string, args ...any)
 }
 
 // Push uploads every component's archive to a registry: the platform
 // images, then, under the tag, the index exactly as the archive holds it,
 // so the registry serves the digest tether.yaml pins whatever order the
 // bundle's platforms were built in. It refuses an archive that disagrees
-// with images.json.
+// with images.json. First it looks every tag up: if one names other bytes
+// and o.Force is not set, it sends nothing and says which; a tag that
+// names the pinned index already is skipped, so pushing a bundle again is
+// a no-op. (A registry has no compare-and-swap on tags: a push by someone
+// else between the look-up and the write is not seen.)
 func Push(ctx context.Context, o PushOptions) error {
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
@@ -55,24 +65,53 @@ func Push(ctx context.Context, o PushOptions) error {
 		return err
 	}
 	opts := append([]remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, o.Remote...)
-	for _, b := range built {
-		if err := pushComponent(o, b, opts); err != nil {
+	tags := make([]name.Tag, len(built))
+	actions := make([]tagAction, len(built))
+	var refused []string
+	for i, b := range built {
+		if tags[i], err = name.NewTag(Target(b, o.Registry)); err != nil {
+			return err
+		}
+		current, err := currentDigest(tags[i], opts)
+		if err != nil {
+			return err
+		}
+		switch actions[i] = decideTag(current, b.Digest, o.Force); actions[i] {
+		case refuseTag:
+			refused = append(refused, fmt.Sprintf("%s is %s, the bundle pins %s", tags[i], current, b.Digest))
+		case pushTag:
+			if current != "" {
+				o.Log("%s: -force moves the tag from %s", tags[i], current)
+			}
+		}
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("pushed nothing: %s; a tether.yaml already published pins the digest the tag has now, and would no longer match it (push -force to move the tags anyway)",
+			strings.Join(refused, "; "))
+	}
+	for i, b := range built {
+		if actions[i] == skipTag {
+			o.Log("%s@%s: already there", tags[i], b.Digest)
+			continue
+		}
+		if err := pushComponent(o, b, tags[i], opts); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// pushComponent pushes one component's archive.
-func pushComponent(o PushOptions, b Built, opts []remote.Option) error {
-	ref := b.Ref
-	if o.Registry != "" {
-		ref = strings.TrimSuffix(o.Registry, "/") + "/" + b.Component + ref[strings.LastIndex(ref, ":"):]
+// Target is the reference Push gives a component: its built reference, or
+// <registry>/<component>:<tag> if registry is set.
+func Target(b Built, registry string) string {
+	if registry == "" {
+		return b.Ref
 	}
-	tag, err := name.NewTag(ref)
-	if err != nil {
-		return err
-	}
+	return strings.TrimSuffix(registry, "/") + "/" + b.Component + b.Ref[strings.LastIndex(b.Ref, ":"):]
+}
+
+// pushComponent pushes one component's archive under tag.
+func pushComponent(o PushOptions, b Built, tag name.Tag, opts []remote.Option) error {
 	tmp, err := os.MkdirTemp("", "tether-push-")
 	if err != nil {
 		return err
@@ -86,14 +125,14 @@ func pushComponent(o PushOptions, b Built, opts []remote.Option) error {
 		return fmt.Errorf("%s: %w", b.File, err)
 	}
 	if err := remote.WriteIndex(tag, a.Index, opts...); err != nil {
-		return fmt.Errorf("push %s: %w", ref, err)
+		return fmt.Errorf("push %s: %w", tag, err)
 	}
 	desc, err := remote.Head(tag, opts...)
 	if err != nil {
-		return fmt.Errorf("read back %s: %w", ref, err)
+		return fmt.Errorf("read back %s: %w", tag, err)
 	}
 	if desc.Digest.String() != b.Digest {
-		return fmt.Errorf("%s: the registry serves %s, tether.yaml pins %s", ref, desc.Digest, b.Digest)
+		return fmt.Errorf("%s: the registry serves %s, tether.yaml pins %s", tag, desc.Digest, b.Digest)
 	}
 	o.Log("pushed %s@%s", tag, desc.Digest)
 	return nil
