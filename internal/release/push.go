@@ -33,7 +33,9 @@ type PushOptions struct {
 	// Dir holds the archives and images.json (a release folder).
 	Dir string
 	// Registry, if set, replaces the registry and path the images were
-	// built with (ghcr.io/tether-csi): <Registry>/<component>:<tag>.
+	// built with (ghcr.io/tether-csi): <Registry>/<component>:<tag>. Push
+	// then writes Dir's tether.yaml naming them, as ManifestsFile(Registry)
+	// in Dir (see Retarget), unless it names them already.
 	Registry string
 	// Remote are extra options (transport, auth); by default the
 	// keychain of ~/.docker/config.json.
@@ -97,6 +99,16 @@ func Push(ctx context.Context, o PushOptions) error {
 		if err := pushComponent(o, b, tags[i], opts); err != nil {
 			return err
 		}
+	}
+	if o.Registry == "" {
+		return nil
+	}
+	file, err := writeRetargeted(o.Dir, built, o.Registry)
+	if err != nil {
+		return fmt.Errorf("tether.yaml for %s: %w", o.Registry, err)
+	}
+	if file != "" {
+		o.Log("wrote %s: tether.yaml with the images in %s, the same digests; apply it with kubectl apply -f %s", file, o.Registry, file)
 	}
 	return nil
 }
