@@ -25,7 +25,7 @@ demo: tools ## run tether on a local control plane with two real nodes and watch
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/tether-csi/tether/internal/version.version=$(VERSION)
 
-build: ## build bin/binder, bin/provisioner, bin/kubectl-tether and bin/local-driver, stamped with VERSION (git describe)
+build: ## build bin/binder, bin/provisioner, bin/kubectl-tether, bin/tether-push and bin/local-driver, stamped with VERSION (git describe)
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/local-driver ./examples/local-driver
 
