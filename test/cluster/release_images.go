@@ -64,7 +64,8 @@ func ReleaseImages(t T) []Image {
 		// containerd's CRI reports an image by its first <repo>@<digest>
 		// name, and the archive names the index so (internal/release's
 		// WriteArchive); the config digest is the ID without one.
-		images = append(images, Image{Ref: b.Ref, Archive: filepath.Join(dir, b.File), IDs: []string{b.Digest, p.Digest, p.Config}})
+		images = append(images, Image{Ref: b.Ref, Archive: filepath.Join(dir, b.File), IDs: []string{b.Digest, p.Digest, p.Config},
+			Pin: b.Ref + "@" + b.Digest})
 	}
 	releaseImages = images
 	return images
