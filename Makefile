@@ -33,7 +33,7 @@ demo: ## run tether on a local control plane with two real nodes and watch claim
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/tether-csi/tether/internal/version.version=$(VERSION)
 
-build: ## build bin/binder, bin/provisioner, bin/kubectl-tether and bin/local-driver, stamped with VERSION (git describe)
+build: ## build bin/binder, bin/provisioner, bin/kubectl-tether, bin/tether-push and bin/local-driver, stamped with VERSION (git describe)
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/local-driver ./examples/local-driver
 
@@ -45,11 +45,11 @@ IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 images: ## OCI image archives of the binder, provisioner and local driver for IMAGE_PLATFORMS, reproducible, in _out/images/VERSION/ (load one with `ctr -n k8s.io images import`)
 	$(GO) run ./hack/release images -version "$(VERSION)" -registry "$(IMAGE_REGISTRY)" -platforms "$(IMAGE_PLATFORMS)" -out "_out/images/$(VERSION)"
 
-release: tools ## the release bundle of VERSION=vX.Y.Z in _out/release/VERSION/: image archives, tether.yaml pinned by digest, RELEASE_NOTES.md, SHA256SUMS
+release: ## the release bundle of VERSION=vX.Y.Z in _out/release/VERSION/: image archives, tether.yaml pinned by digest, RELEASE_NOTES.md, SHA256SUMS
 	@[[ "$(origin VERSION)" == "command line" || "$(origin VERSION)" == "environment" ]] || { echo "make release: say which, e.g. make release VERSION=v0.1.0" >&2; exit 2; }
 	rm -rf "_out/release/$(VERSION)"
 	$(GO) run ./hack/release release -version "$(VERSION)" -registry "$(IMAGE_REGISTRY)" -platforms "$(IMAGE_PLATFORMS)" \
-	  -kubectl "$(TOOLS_BIN)/kubectl" -out "_out/release/$(VERSION)"
+	  -out "_out/release/$(VERSION)"
 
 tools: ## build every pinned tool that is missing, for the tests (make demo builds only its own); each build says how long it took
 	@hack/node-debs.sh

@@ -10,11 +10,11 @@ cd "$(dirname "$0")/.."
 next=$(sed -nE 's/^## Unreleased \((v[0-9]+\.[0-9]+\.[0-9]+)\).*/\1/p' CHANGELOG.md | head -1)
 version=${1:-${next:?CHANGELOG.md has no "## Unreleased (vX.Y.Z)" heading}-ci.1}
 out="_out/release/$version"
-make --no-print-directory release VERSION="$version" TOOLS_BIN="${TOOLS_BIN:-$PWD/.cache/tools/bin}" >/dev/null
+make --no-print-directory release VERSION="$version" >/dev/null
 first=$(mktemp)
 trap 'rm -f "$first"' EXIT
 cp "$out/SHA256SUMS" "$first"
-make --no-print-directory release VERSION="$version" TOOLS_BIN="${TOOLS_BIN:-$PWD/.cache/tools/bin}" >/dev/null
+make --no-print-directory release VERSION="$version" >/dev/null
 if ! diff -u "$first" "$out/SHA256SUMS"; then
   echo "release-check: two builds of $version from the same tree differ" >&2
   exit 1

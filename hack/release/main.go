@@ -2,8 +2,10 @@
 // make release) and pushes a bundle's images to a registry:
 //
 //	go run ./hack/release images  -version v0.1.0 -out _out/images/v0.1.0
-//	go run ./hack/release release -version v0.1.0 -out _out/release/v0.1.0 -kubectl kubectl
-//	go run ./hack/release push    -dir _out/release/v0.1.0 [-registry registry.example.com/tether]
+//	go run ./hack/release release -version v0.1.0 -out _out/release/v0.1.0
+//	go run ./hack/release push    -dir _out/release/v0.1.0 [-registry registry.example.com/tether] [-force]
+//
+// push is also the tether-push binary (cmd/tether-push) a release ships.
 package main
 
 import (
@@ -23,8 +25,8 @@ import (
 
 const usage = `usage: release images|release|push [flags]
   images   build the OCI image archives of binder, provisioner, local-driver
-  release  images, then kubectl-tether binaries, tether.yaml, tether-alerts.yaml,
-           RELEASE_NOTES.md and SHA256SUMS
+  release  images, then kubectl-tether and tether-push binaries, tether.yaml,
+           tether-alerts.yaml, RELEASE_NOTES.md and SHA256SUMS
   push     upload a release folder's images and indexes to a registry
 `
 
@@ -59,7 +61,6 @@ func build(ctx context.Context, what string, args []string) error {
 	out := fs.String("out", "", "the folder to write into")
 	registry := fs.String("registry", "ghcr.io/tether-csi", "the images' registry and path")
 	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated os/arch list")
-	kubectl := fs.String("kubectl", "kubectl", "kubectl, for `kubectl kustomize` of deploy/csi (release)")
 	_ = fs.Parse(args)
 	if fs.NArg() > 0 || *version == "" || *out == "" {
 		return fmt.Errorf("%s: -version and -out are required, and nothing else (got %q)", what, fs.Args())
@@ -87,7 +88,7 @@ func build(ctx context.Context, what string, args []string) error {
 		return err
 	}
 	if what == "images" {
-		logf("images: %d archives in %s", len(built)*len(plats), *out)
+		logf("images: %d archives (%d platforms each) in %s", len(built), len(plats), *out)
 		return nil
 	}
 	for _, p := range plats {
@@ -104,7 +105,23 @@ func build(ctx context.Context, what string, args []string) error {
 		}
 		logf("%s", name)
 	}
-	manifests, err := release.Render(ctx, *kubectl, root, built)
+	// The push command, static, for the machines people push from: in the
+	// unpacked bundle it needs neither Go nor a container engine.
+	for _, p := range release.PushPlatforms {
+		bin, err := release.BuildBinary(ctx, release.BinaryOptions{Root: root, Package: "./cmd/tether-push", Version: *version, Platform: p})
+		if err != nil {
+			return err
+		}
+		if err := release.CheckVersionFlag(ctx, bin, p, *version); err != nil {
+			return fmt.Errorf("tether-push: %w", err)
+		}
+		name := release.PushBinaryName(*version, p)
+		if err := os.WriteFile(filepath.Join(*out, name), bin, 0o755); err != nil {
+			return err
+		}
+		logf("%s", name)
+	}
+	manifests, err := release.Render(root, built)
 	if err != nil {
 		return err
 	}
@@ -130,8 +147,9 @@ func build(ctx context.Context, what string, args []string) error {
 	for _, b := range built {
 		notes += fmt.Sprintf("- `%s@%s`\n", b.Ref, b.Digest)
 	}
-	notes += "\nLoad an archive with `ctr -n k8s.io images import <file>`, or push them all with\n" +
-		"`go run ./hack/release push -dir <this folder> -registry <your registry>` (the digests stay the same).\n"
+	notes += "\nLoad an archive with `ctr -n k8s.io images import <file>` on each node (every platform is in it),\n" +
+		"or, in this folder, push them all with `./tether-push_" + *version + "_<os>_<arch> -registry <your registry>`\n" +
+		"and apply the `tether-<your registry>.yaml` it writes (the digests stay the same).\n"
 	if err := os.WriteFile(filepath.Join(*out, "RELEASE_NOTES.md"), []byte(notes), 0o644); err != nil {
 		return err
 	}
@@ -143,12 +161,5 @@ func build(ctx context.Context, what string, args []string) error {
 }
 
 func push(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("push", flag.ExitOnError)
-	dir := fs.String("dir", "", "a release (or images) folder")
-	registry := fs.String("registry", "", "push to this registry and path instead of the one built in")
-	_ = fs.Parse(args)
-	if fs.NArg() > 0 || *dir == "" {
-		return fmt.Errorf("push: -dir is required, and nothing else")
-	}
-	return release.Push(ctx, release.PushOptions{Dir: *dir, Registry: *registry, Log: logf})
+	return release.PushCommand(ctx, "release push", args, os.Stdout, os.Stderr)
 }

@@ -50,27 +50,30 @@ type Built struct {
 	// Digest is the multi-platform index's digest: what a registry serves
 	// for Ref once Push put the images there, and what tether.yaml pins.
 	Digest string `json:"digest"`
-	// Archives are the per-platform archives, by "os/arch".
-	Archives map[string]Archive `json:"archives"`
+	// File is the component's archive (ArchiveName): the index and every
+	// platform's image.
+	File string `json:"file"`
+	// Platforms are the index's images, by "os/arch".
+	Platforms map[string]PlatformImage `json:"platforms"`
 }
 
-// Archive is one platform's image archive.
-type Archive struct {
-	File string `json:"file"`
+// PlatformImage is one platform's image of a component.
+type PlatformImage struct {
 	// Digest is the image manifest's digest; Config its config's (the
-	// image ID a container runtime reports).
+	// image ID containerd's CRI reports; a pod's imageID is the
+	// <repo>@<index digest> the archive names, see WriteArchive).
 	Digest string `json:"digest"`
 	Config string `json:"config"`
 }
 
-// ArchiveName names a component's archive for a platform.
-func ArchiveName(component, version string, p v1.Platform) string {
-	return fmt.Sprintf("tether-%s_%s_%s_%s.oci.tar", component, version, p.OS, p.Architecture)
+// ArchiveName names a component's archive.
+func ArchiveName(component, version string) string {
+	return fmt.Sprintf("tether-%s_%s.oci.tar", component, version)
 }
 
 // BuildImages builds every component for every platform, writes one
-// archive each into o.Out, and returns what it wrote (also written to
-// o.Out/images.json).
+// archive per component (all its platforms) into o.Out, and returns what
+// it wrote (also written to o.Out/images.json).
 func BuildImages(ctx context.Context, o BuildOptions) ([]Built, error) {
 	if o.Go == "" {
 		o.Go = "go"
@@ -97,7 +100,7 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Built, error) {
 	var all []Built
 	for _, c := range o.Components {
 		b := Built{Component: c.Name, Ref: fmt.Sprintf("%s/%s:%s", strings.TrimSuffix(o.Registry, "/"), c.Name, o.Tag),
-			Archives: map[string]Archive{}}
+			File: ArchiveName(c.Name, o.Tag), Platforms: map[string]PlatformImage{}}
 		var images []v1.Image
 		for _, p := range o.Platforms {
 			bin, err := BuildBinary(ctx, BinaryOptions{Root: o.Root, Package: c.Package, Version: o.Version, Platform: p, Go: o.Go})
@@ -111,10 +114,6 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Built, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s %s/%s: %w", c.Name, p.OS, p.Architecture, err)
 			}
-			name := ArchiveName(c.Name, o.Tag, p)
-			if err := WriteArchive(filepath.Join(o.Out, name), b.Ref, img); err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
-			}
 			d, err := img.Digest()
 			if err != nil {
 				return nil, err
@@ -123,13 +122,17 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Built, error) {
 			if err != nil {
 				return nil, err
 			}
-			b.Archives[p.OS+"/"+p.Architecture] = Archive{File: name, Digest: d.String(), Config: cfg.String()}
+			b.Platforms[p.OS+"/"+p.Architecture] = PlatformImage{Digest: d.String(), Config: cfg.String()}
 			images = append(images, img)
 			o.Log("%s %s/%s %s (%d bytes of binary)", b.Ref, p.OS, p.Architecture, d, len(bin))
 		}
+		// The index lists the platforms in o.Platforms' order.
 		idx, err := NewIndex(images)
 		if err != nil {
 			return nil, err
+		}
+		if err := WriteArchive(filepath.Join(o.Out, b.File), b.Ref, idx); err != nil {
+			return nil, fmt.Errorf("%s: %w", b.File, err)
 		}
 		d, err := idx.Digest()
 		if err != nil {

@@ -3,17 +3,18 @@ package release
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // semver is a release version: vMAJOR.MINOR.PATCH with an optional
@@ -84,8 +85,12 @@ func CheckPinned(manifests []byte) error {
 	return nil
 }
 
-// Render runs `kubectl kustomize` on deploy/csi with the images pinned.
-func Render(ctx context.Context, kubectl, root string, built []Built) ([]byte, error) {
+// Render is `kubectl kustomize` of deploy/csi (under root) with the images
+// pinned, done in-process by kustomize's own library (the version kubectl
+// v1.36 embeds, with kubectl's defaults: no plugins, files only under the
+// kustomization's root, the legacy resource order), so a release needs Go
+// and nothing else. It refuses manifests CheckPinned refuses.
+func Render(root string, built []Built) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "tether-bundle-")
 	if err != nil {
 		return nil, err
@@ -104,16 +109,20 @@ func Render(ctx context.Context, kubectl, root string, built []Built) ([]byte, e
 	if err := os.WriteFile(filepath.Join(dir, "release", "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		return nil, err
 	}
-	var out, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(dir, "release"))
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("kubectl kustomize: %v\n%s", err, stderr.String())
+	opts := krusty.MakeDefaultOptions()
+	opts.Reorder = krusty.ReorderOptionUnspecified // what kubectl kustomize passes without --reorder
+	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Join(dir, "release"))
+	if err != nil {
+		return nil, fmt.Errorf("kustomize deploy/csi: %w", err)
 	}
-	if err := CheckPinned(out.Bytes()); err != nil {
+	out, err := m.AsYaml()
+	if err != nil {
 		return nil, err
 	}
-	return out.Bytes(), nil
+	if err := CheckPinned(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Notes is the CHANGELOG section of a version: "## vX.Y.Z ..." or, before

@@ -1,18 +1,11 @@
 package release
 
 import (
-	"encoding/json"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 var created = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -65,33 +58,6 @@ func TestImageIsReproducibleAndNonRoot(t *testing.T) {
 	}
 }
 
-func TestArchiveRoundTrip(t *testing.T) {
-	dir := t.TempDir()
-	img := testImage(t, "binary", Platforms[0])
-	file := filepath.Join(dir, "a.oci.tar")
-	if err := WriteArchive(file, "ghcr.io/tether-csi/binder:v0.1.0", img); err != nil {
-		t.Fatal(err)
-	}
-	first, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteArchive(file, "ghcr.io/tether-csi/binder:v0.1.0", img); err != nil {
-		t.Fatal(err)
-	}
-	second, _ := os.ReadFile(file)
-	if string(first) != string(second) {
-		t.Error("the same image wrote two different archives")
-	}
-	back, ref, err := ReadArchive(file, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ref != "ghcr.io/tether-csi/binder:v0.1.0" || digest(t, back) != digest(t, img) {
-		t.Errorf("read back %s %s, wrote %s", ref, digest(t, back), digest(t, img))
-	}
-}
-
 func TestCheckPinned(t *testing.T) {
 	d := "@sha256:" + strings.Repeat("a", 64)
 	for _, tc := range []struct {
@@ -135,53 +101,5 @@ func TestCheckVersion(t *testing.T) {
 		if err := CheckVersion(v); (err == nil) != ok {
 			t.Errorf("CheckVersion(%q) = %v, want ok=%v", v, err, ok)
 		}
-	}
-}
-
-// TestPushKeepsTheDigests pushes a release folder to a registry (in
-// memory) and pulls the index back: the digest a registry serves is the one
-// images.json (and so tether.yaml) pins.
-func TestPushKeepsTheDigests(t *testing.T) {
-	dir := t.TempDir()
-	var images []v1.Image
-	b := Built{Component: "binder", Ref: "ghcr.io/tether-csi/binder:v0.1.0", Archives: map[string]Archive{}}
-	for _, p := range Platforms {
-		img := testImage(t, "binary-"+p.Architecture, p)
-		file := ArchiveName("binder", "v0.1.0", p)
-		if err := WriteArchive(filepath.Join(dir, file), b.Ref, img); err != nil {
-			t.Fatal(err)
-		}
-		b.Archives[p.OS+"/"+p.Architecture] = Archive{File: file, Digest: digest(t, img)}
-		images = append(images, img)
-	}
-	idx, err := NewIndex(images)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Digest = digest(t, idx)
-	data, _ := json.Marshal([]Built{b})
-	if err := os.WriteFile(filepath.Join(dir, "images.json"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(registry.New())
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
-	if err := Push(t.Context(), PushOptions{Dir: dir, Registry: host + "/tether"}); err != nil {
-		t.Fatal(err)
-	}
-	ref, err := name.ParseReference(host + "/tether/binder:v0.1.0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := remote.Index(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if digest(t, got) != b.Digest {
-		t.Errorf("registry serves %s, pinned %s", digest(t, got), b.Digest)
-	}
-	m, err := got.IndexManifest()
-	if err != nil || len(m.Manifests) != len(Platforms) {
-		t.Fatalf("index: %v, %v", m, err)
 	}
 }

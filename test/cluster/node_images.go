@@ -29,10 +29,12 @@ type Image struct {
 	User string
 	// Archive, if set, is an image archive made elsewhere (tether's own
 	// images, by internal/release as `make images` makes them): imported
-	// as it is, the fields above unused; IDs are its digests (manifest and
-	// config), one of which a pod running it reports as its imageID.
+	// as it is, the fields above unused; IDs are its digests (index,
+	// manifest and config), one of which a pod running it reports as its
+	// imageID; Pin is Ref@<index digest>, as tether.yaml names it.
 	Archive string
 	IDs     []string
+	Pin     string
 }
 
 // The images a real node has. Our components' refs are what the e2e's

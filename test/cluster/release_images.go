@@ -60,8 +60,12 @@ func ReleaseImages(t T) []Image {
 	}
 	var images []Image
 	for _, b := range built {
-		a := b.Archives[platform.OS+"/"+platform.Architecture]
-		images = append(images, Image{Ref: b.Ref, Archive: filepath.Join(dir, a.File), IDs: []string{a.Digest, a.Config}})
+		p := b.Platforms[platform.OS+"/"+platform.Architecture]
+		// containerd's CRI reports an image by its first <repo>@<digest>
+		// name, and the archive names the index so (internal/release's
+		// WriteArchive); the config digest is the ID without one.
+		images = append(images, Image{Ref: b.Ref, Archive: filepath.Join(dir, b.File), IDs: []string{b.Digest, p.Digest, p.Config},
+			Pin: b.Ref + "@" + b.Digest})
 	}
 	releaseImages = images
 	return images
@@ -69,7 +73,8 @@ func ReleaseImages(t T) []Image {
 
 // CheckRunsReleaseImages fails the test unless every container of
 // DeployNamespace's pods that names one of tether's images runs exactly the
-// image ReleaseImages built (its imageID is that image's digest).
+// image ReleaseImages built (its imageID is that image's index, manifest
+// or config digest).
 func (c *Cluster) CheckRunsReleaseImages(t T) {
 	t.Helper()
 	ids := map[string][]string{}

@@ -1,0 +1,71 @@
+package release
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/tether-csi/tether/internal/version"
+)
+
+// PushUsage is the push command's help.
+const PushUsage = `usage: %s [-dir FOLDER] [-registry REGISTRY/PATH] [-force]
+
+Uploads an unpacked release bundle's images (its *.oci.tar archives and
+images.json) to a registry, with the credentials of ~/.docker/config.json,
+and checks that the registry serves the digests tether.yaml pins. With
+-registry, it also writes tether-<registry>.yaml: tether.yaml with the images
+named in that registry. It refuses to move a tag that names other bytes
+unless -force; a tag that names the bundle's images already is left alone.
+
+`
+
+// PushCommand runs push's command line (args without the program's name):
+// hack/release's push and the tether-push binary a release ships. It
+// reports progress on stdout; a bad command line gives an error wrapping
+// flag.ErrHelp or the flag package's error, after usage on stderr.
+func PushCommand(ctx context.Context, prog string, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, PushUsage, prog)
+		fs.PrintDefaults()
+	}
+	dir := fs.String("dir", ".", "the unpacked release (or make images) folder")
+	registry := fs.String("registry", "", "push to this registry and path instead of the one built in (ghcr.io/tether-csi)")
+	force := fs.Bool("force", false, "move a tag that already names other bytes (a published tether.yaml pinning them stops matching it)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *showVersion {
+		_, err := fmt.Fprintln(stdout, prog, version.String())
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: unexpected arguments %q", flag.ErrHelp, fs.Args())
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
+	return Push(ctx, PushOptions{Dir: *dir, Registry: *registry, Force: *force, Log: logf})
+}
+
+// PushPlatforms are the platforms a release ships tether-push for: the
+// machines people push from.
+var PushPlatforms = []v1.Platform{
+	{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"},
+	{OS: "darwin", Architecture: "amd64"}, {OS: "darwin", Architecture: "arm64"},
+	{OS: "windows", Architecture: "amd64"},
+}
+
+// PushBinaryName names tether-push's binary for a platform in a release.
+func PushBinaryName(version string, p v1.Platform) string {
+	name := fmt.Sprintf("tether-push_%s_%s_%s", version, p.OS, p.Architecture)
+	if p.OS == "windows" {
+		name += ".exe"
+	}
+	return name
+}
