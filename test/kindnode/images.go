@@ -1,0 +1,114 @@
+package kindnode
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// controlPlaneImage is one image kubeadm runs, with the program it holds
+// (in /usr/local/bin, which kubeadm's manifests call by name).
+type controlPlaneImage struct {
+	Ref, Program string
+}
+
+// controlPlaneImages are the references `kubeadm config images list`
+// prints for the pinned release, less CoreDNS (see docs/testing.md: the
+// tests need no cluster DNS, and the kind configuration skips the addon).
+func controlPlaneImages(k8s string) []controlPlaneImage {
+	r := "registry.k8s.io/"
+	return []controlPlaneImage{
+		{r + "kube-apiserver:" + k8s, "kube-apiserver"},
+		{r + "kube-controller-manager:" + k8s, "kube-controller-manager"},
+		{r + "kube-scheduler:" + k8s, "kube-scheduler"},
+		{r + "kube-proxy:" + k8s, "kube-proxy"},
+		{r + "etcd:" + EtcdTag, "etcd"},
+		{r + "pause:" + PauseTag, "pause"},
+	}
+}
+
+// The tags kubeadm v1.36 names for etcd and pause.
+const (
+	EtcdTag  = "3.6.8-0"
+	PauseTag = "3.10.2"
+)
+
+// writeImages writes the control-plane images into one docker-archive at
+// out (the base layer once): each is the image rootfs plus its program;
+// pause is its program alone.
+func writeImages(out, base, bin string, o Options) error {
+	baseLayer, err := tarball.LayerFromFile(base, tarball.WithCompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		return err
+	}
+	refs := map[name.Reference]v1.Image{}
+	for _, ci := range controlPlaneImages(o.KubernetesVersion) {
+		var buf bytes.Buffer
+		target := "usr/local/bin/" + ci.Program
+		if ci.Program == "pause" {
+			target = "pause"
+		}
+		if err := writeLayer(&buf, []entry{{Name: target, Mode: 0o755, From: filepath.Join(bin, ci.Program)}}, o.Epoch); err != nil {
+			return err
+		}
+		data := buf.Bytes()
+		prog, err := tarball.LayerFromOpener(opener(data), tarball.WithCompressionLevel(gzip.BestSpeed))
+		if err != nil {
+			return err
+		}
+		layers := []v1.Layer{baseLayer, prog}
+		cfg := v1.Config{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}
+		if ci.Program == "pause" {
+			layers, cfg = []v1.Layer{prog}, v1.Config{Entrypoint: []string{"/pause"}}
+		}
+		img, err := newImage(layers, cfg, o)
+		if err != nil {
+			return err
+		}
+		ref, err := name.ParseReference(ci.Ref)
+		if err != nil {
+			return err
+		}
+		refs[ref] = img
+	}
+	tmp := out + ".tmp"
+	if err := tarball.MultiRefWriteToFile(tmp, refs); err != nil {
+		return fmt.Errorf("control-plane images: %w", err)
+	}
+	return os.Rename(tmp, out)
+}
+
+// newImage is an image of layers with config cfg, every time stamped with
+// o.Epoch.
+func newImage(layers []v1.Layer, cfg v1.Config, o Options) (v1.Image, error) {
+	adds := make([]mutate.Addendum, len(layers))
+	for i, l := range layers {
+		adds[i] = mutate.Addendum{Layer: l, History: v1.History{Created: v1.Time{Time: o.Epoch}, CreatedBy: "tether: make kind-image"}}
+	}
+	img, err := mutate.Append(empty.Image, adds...)
+	if err != nil {
+		return nil, err
+	}
+	file, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	file = file.DeepCopy()
+	file.OS, file.Architecture, file.Created, file.Config = "linux", runtime.GOARCH, v1.Time{Time: o.Epoch}, cfg
+	return mutate.ConfigFile(img, file)
+}
+
+// opener serves data as a layer's uncompressed content.
+func opener(data []byte) tarball.Opener {
+	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+}
