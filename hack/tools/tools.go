@@ -1,6 +1,7 @@
 //go:build tools
 
-// Package tools pins the control-plane binaries that tests run against.
+// Package tools pins the control-plane binaries that tests run against,
+// and kind (make e2e-kind).
 // Build them with `make tools`; see hack/tools/build.sh.
 package tools
 
@@ -11,4 +12,5 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "sigs.k8s.io/kind"
 )

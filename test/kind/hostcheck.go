@@ -93,8 +93,10 @@ func TakeSnapshot(skip string) Snapshot {
 		}
 	}
 	if data, err := os.ReadFile("/proc/modules"); err == nil {
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			s.add("module", strings.Fields(line+" ")[0])
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) > 0 {
+				s.add("module", f[0])
+			}
 		}
 	}
 	for _, p := range engineProcesses() {
