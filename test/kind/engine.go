@@ -48,6 +48,7 @@ func startEngine(ctx context.Context, opts Options, logf func(string, ...any)) (
 	if err := ensureDockerd(ctx, opts, logf); err != nil {
 		return nil, err
 	}
+	CleanStale(logf)
 	start := time.Now()
 	dir := opts.Dir
 	if dir == "" {
@@ -68,6 +69,9 @@ func startEngine(ctx context.Context, opts Options, logf func(string, ...any)) (
 			}
 		}
 	}()
+	if err := writeOwner(dir); err != nil {
+		return e, err
+	}
 	for _, sub := range []string{"data", "exec", "etc-docker", "docker-config"} {
 		if err := os.MkdirAll(e.path(sub), 0o700); err != nil {
 			return e, err
@@ -112,6 +116,9 @@ func startEngine(ctx context.Context, opts Options, logf func(string, ...any)) (
 		e.holder.Wait()
 		e.holder = nil
 		return e, fmt.Errorf("setting up the private namespace failed: %s", strings.TrimSpace(holderErr.String()))
+	}
+	if err := os.WriteFile(e.path("holder.pid"), []byte(fmt.Sprint(e.holderPID())), 0o600); err != nil {
+		return e, err
 	}
 
 	log, err := os.Create(e.path("dockerd.log"))

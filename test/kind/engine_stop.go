@@ -100,7 +100,9 @@ func zombie(stat string) bool {
 }
 
 // removeCgroupParent removes name and every folder under it at the root of
-// every cgroup hierarchy, deepest first (cgroup folders go with rmdir only).
+// every cgroup hierarchy, deepest first (cgroup folders go with rmdir only),
+// killing any process still in them: a container whose shim and dockerd
+// died lives on, its cgroup the only trace of it.
 func removeCgroupParent(name string) error {
 	roots, _ := filepath.Glob("/sys/fs/cgroup/*/" + name)
 	if _, err := os.Stat("/sys/fs/cgroup/" + name); err == nil { // cgroup v2
@@ -118,7 +120,8 @@ func removeCgroupParent(name string) error {
 		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
 		for _, dir := range dirs {
 			var err error
-			for try := 0; try < 20; try++ {
+			for try := 0; try < 50; try++ {
+				killCgroup(dir)
 				if err = syscall.Rmdir(dir); err == nil || errors.Is(err, syscall.ENOENT) {
 					err = nil
 					break
@@ -131,6 +134,16 @@ func removeCgroupParent(name string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// killCgroup kills every process in one cgroup folder.
+func killCgroup(dir string) {
+	data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // mountsUnder lists the host's mount points under dir, deepest first.

@@ -33,8 +33,8 @@ const ProcessMarker = "tether-kind-"
 // TakeSnapshot records the host's network interfaces, iptables rule and
 // chain counts, mounts, Sysctls, top-level cgroup folders, HostPaths,
 // loaded kernel modules and engine processes (see ProcessMarker). Mounts
-// under skip (the private engine's folder, if known) are left out.
-func TakeSnapshot(skip string) Snapshot {
+// at or under a skip path are left out: someone else's, made meanwhile.
+func TakeSnapshot(skip ...string) Snapshot {
 	s := Snapshot{}
 	if ifaces, err := net.Interfaces(); err == nil {
 		for _, i := range ifaces {
@@ -59,9 +59,12 @@ func TakeSnapshot(skip string) Snapshot {
 		}
 		s.add("iptables", fmt.Sprintf("%s: %d rules, %d chains", tool, rules, chains))
 	}
+mounts:
 	for _, m := range readMounts() {
-		if skip != "" && (m.point == skip || strings.HasPrefix(m.point, skip+"/")) {
-			continue
+		for _, p := range skip {
+			if p != "" && (m.point == p || strings.HasPrefix(m.point, strings.TrimSuffix(p, "/")+"/")) {
+				continue mounts
+			}
 		}
 		s.add("mount", m.point+" "+m.fstype+" "+m.source)
 	}
@@ -162,6 +165,9 @@ func engineProcesses() []string {
 			continue
 		}
 		name := strings.TrimSpace(string(comm))
+		if commOf(pid) == "" {
+			continue // a zombie: gone, only not yet reaped
+		}
 		raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		cmdline := strings.TrimSpace(strings.ReplaceAll(string(raw), "\x00", " "))
 		mine := strings.Contains(cmdline, ProcessMarker)
