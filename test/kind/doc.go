@@ -8,6 +8,8 @@
 //	              or a working default socket), or a private dockerd.
 //	engine.go     the private dockerd: one folder, its own network and mount
 //	              namespace, cgroup parent, containerd and runc wrapper.
+//	engine_stop.go  its removal: processes, namespace, cgroup parent, folder.
+//	stale.go      CleanStale: removes engines whose owner died without Stop.
 //	runcwrap.go   the runc wrapper for hosts whose bounding set lacks
 //	              CAP_SYS_RESOURCE (privileged containers fail without it).
 //	netns.go      DialContext: connections made inside the engine's network
@@ -20,5 +22,7 @@
 //	kindbin.go    KindBinary: the pinned kind (hack/tools) in TOOLS_BIN.
 //	hostcheck.go  TakeSnapshot and Diff: what a run could change on the host.
 //
-// The tests start docker, so they run only with TETHER_KIND=1 and as root.
+// The tests start docker, so they run only with TETHER_KIND=1 and as root;
+// TETHER_KIND_HOSTCHECK_SKIP (colon-separated) names mount points of
+// others' work on a shared machine that the host check ignores.
 package kind

@@ -194,3 +194,27 @@ func TestCleanStale(t *testing.T) {
 		t.Errorf("the host changed:\n  %s", strings.Join(diff, "\n  "))
 	}
 }
+
+// With DOCKER_HOST set, Start uses that engine as it is, and Stop leaves it
+// running.
+func TestUserDocker(t *testing.T) {
+	needKind(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	private := startPrivate(t, ctx)
+	defer private.Stop(context.Background())
+	t.Setenv("DOCKER_HOST", private.Host())
+	user, err := Start(ctx, Options{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user.Private() || user.Host() != private.Host() {
+		t.Fatalf("Start with DOCKER_HOST=%s gave %s (private %v)", private.Host(), user.Host(), user.Private())
+	}
+	if err := user.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := private.Docker(ctx, "version"); err != nil {
+		t.Errorf("the user's engine does not answer after Stop: %v", err)
+	}
+}
