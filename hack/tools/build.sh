@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the pinned tools that tests run against into one cache folder.
 # Usage: hack/tools/build.sh [BIN_DIR [SET]]   (default: .cache/tools/bin, all)
-# SET is all (make tools: every tool) or demo (make demo: the ones the demo
+# SET is all (make tools: every tool), demo (make demo: the ones the demo
 # runs, etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, and kubelet when run as root, since only root gets real nodes).
+# kubectl, and kubelet when run as root, since only root gets real nodes)
+# or kind (make e2e-kind: kind alone).
 # A tool already present is not built again; delete it to rebuild. Each
 # build says how long it took.
 set -euo pipefail
@@ -15,7 +16,8 @@ case $set in
   all) only="" ;;
   demo) only="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl"
         [ "$(id -u)" = 0 ] && only+=" kubelet" ;;
-  *) echo "hack/tools/build.sh: unknown set $set (all or demo)" >&2; exit 2 ;;
+  kind) only="kind" ;;
+  *) echo "hack/tools/build.sh: unknown set $set (all, demo or kind)" >&2; exit 2 ;;
 esac
 mkdir -p "$bin"
 bin=$(cd "$bin" && pwd)
@@ -32,6 +34,7 @@ check_mod() {
 }
 check_mod k8s.io/kubernetes "$KUBERNETES_VERSION"
 check_mod go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+check_mod sigs.k8s.io/kind "$KIND_VERSION"
 if grep -E '^\s+k8s.io/[a-z0-9-]+ => ' "$here/go.mod" | grep -v " $STAGING_VERSION\$" >&2; then
   echo "hack/tools/go.mod: the staging replaces above are not at $STAGING_VERSION" >&2; exit 1
 fi
@@ -47,6 +50,14 @@ missing() {
 # took: how long the build since the last mark took (bash's SECONDS).
 mark() { started=$SECONDS; }
 took() { local s=$((SECONDS - started)); printf '   took %dm%02ds\n' $((s / 60)) $((s % 60)); }
+
+# kind, for make e2e-kind (test/kind runs it against a docker engine).
+if missing kind; then
+  mark
+  echo ">> building kind $KIND_VERSION (about 10 s)"
+  (cd "$here" && CGO_ENABLED=0 go build -trimpath -o "$bin/kind" sigs.k8s.io/kind)
+  took
+fi
 
 k8s_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 if missing "${k8s_tools[@]}" etcd; then
@@ -164,4 +175,4 @@ if [ -z "$only" ] && [ ! -f "$bin/snapshot-crds/snapshot.storage.k8s.io_volumesn
   done
 fi
 
-if [ -n "$only" ]; then echo ">> the demo's tools ready in $bin: $only"; else echo ">> tools ready in $bin"; fi
+if [ -n "$only" ]; then echo ">> the $set set's tools ready in $bin: $only"; else echo ">> tools ready in $bin"; fi

@@ -1,6 +1,7 @@
 //go:build tools
 
-// Package tools pins the control-plane binaries that tests run against.
+// Package tools pins the control-plane binaries that tests run against,
+// and kind (make e2e-kind).
 // Build them with `make tools`; see hack/tools/build.sh.
 package tools
 
@@ -13,4 +14,5 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubeadm"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "sigs.k8s.io/kind"
 )
