@@ -97,6 +97,15 @@ func (d *Docker) Host() string { return d.host }
 // Private says whether Start started the engine (Stop removes it).
 func (d *Docker) Private() bool { return d.eng != nil }
 
+// NetnsPID is a process in the private engine's network namespace, for
+// `nsenter -t PID -n` (0 for the user's engine).
+func (d *Docker) NetnsPID() int {
+	if d.eng == nil {
+		return 0
+	}
+	return d.eng.holderPID()
+}
+
 // Command runs a program with DOCKER_HOST set, and for the private engine
 // inside its network namespace, so that ports its containers publish on
 // 127.0.0.1 (kind's API server, the registry) are reachable.
