@@ -12,7 +12,7 @@ PKG ?= ./...
 GOTEST_FLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help demo build images release tools test unit sanity e2e e2e-kind conformance chaos sim bench-provisioner bench-wffc bench-capacity fuzz lint clean clean-tools
+.PHONY: help demo build images release tools test unit sanity e2e kind-image e2e-kind conformance chaos sim bench-provisioner bench-wffc bench-capacity fuzz lint clean clean-tools
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -74,8 +74,24 @@ test: tools ## run every test with the race detector (unit and integration, on a
 e2e: tools ## the e2e: local cluster (deploy/csi's RBAC, every example, failover) and real kubelet nodes with deploy/csi as pods (also part of make test)
 	$(GO) test -count=1 -timeout 20m -v ./test/e2e/
 
-e2e-kind: ## the same scenarios on a kind cluster with real pods (needs docker and kind: not on our machines)
-	hack/e2e-kind.sh
+# tether's kind node image (test/kindnode): Kubernetes as pinned in
+# hack/tools/versions.env, built here with no registry, cached in
+# .cache/kind. KIND_IMAGE_OUT=FILE writes its docker-archive, LOAD=1 loads
+# it into docker (DOCKER_HOST is honoured); without either it is built and
+# its ID printed.
+KIND_IMAGE_OUT ?=
+kind-image: ## tether's kind node image for the pinned Kubernetes, built here with no registry, reproducible, cached in .cache/kind (LOAD=1 loads it into docker, KIND_IMAGE_OUT=FILE writes its archive); needs mmdebstrap (Debian)
+	@hack/node-debs.sh kind
+	$(GO) run ./hack/kind-image $(if $(LOAD),-load,$(if $(KIND_IMAGE_OUT),-o $(KIND_IMAGE_OUT)))
+
+# make e2e-kind: with no docker here, a private dockerd (root; Debian's
+# docker.io) in its own network and mount namespace, and tether's node
+# image; with your docker and KIND_NODE_IMAGE, the public kindest/node.
+KIND_NODE_IMAGE ?=
+e2e-kind: ## tether from a `make release` bundle on a kind cluster (control plane + 2 workers), installed by the README's own commands, twice (archives loaded, then pushed to a registry on loopback), with real pods; KEEP=1 leaves the cluster up, KIND_NODE_IMAGE=kindest/node:...@sha256:... uses a public node image
+	@$(if $(KIND_NODE_IMAGE),,hack/node-debs.sh kind)
+	@hack/tools/build.sh "$(TOOLS_BIN)" kind
+	TETHER_KIND=1 KIND_NODE_IMAGE="$(KIND_NODE_IMAGE)" $(GO) test -count=1 -timeout 45m -v -run '^TestKind$$' ./test/e2ekind/
 
 CONFORMANCE_STACK ?= tether
 CONFORMANCE_FOCUS ?=

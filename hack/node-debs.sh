@@ -5,8 +5,11 @@
 # images; for test/monitoring prometheus (prometheus and promtool). Needs
 # root and apt-get; without them it says what to install and goes on (the
 # tests that need them then fail with the same message).
-# Usage: hack/node-debs.sh [demo]: with demo, only the real nodes' packages
-# (make demo runs no prometheus).
+# Usage: hack/node-debs.sh [demo|kind]: with demo, only the real nodes' packages
+# (make demo runs no prometheus); with kind, what make e2e-kind needs to build
+# tether's kind node image and its stand-in images (mmdebstrap, busybox)
+# and for the runc wrapper of a private docker engine (jq). docker.io
+# itself is installed by test/kind only when no docker engine answers.
 #
 # No service of these packages starts: while apt-get runs, a policy-rc.d
 # (unless the machine has one) denies every start, so that no system
@@ -17,7 +20,8 @@ who="the tests"
 case ${1:-} in
   "") debs+=" prometheus" ;;
   demo) who="the demo's real nodes" ;;
-  *) echo "hack/node-debs.sh: unknown argument $1 (none or demo)" >&2; exit 2 ;;
+  kind) debs="mmdebstrap busybox-static jq"; who="make e2e-kind" ;;
+  *) echo "hack/node-debs.sh: unknown argument $1 (none, demo or kind)" >&2; exit 2 ;;
 esac
 missing=$(for d in $debs; do dpkg -s "$d" >/dev/null 2>&1 || echo "$d"; done)
 [ -z "$missing" ] && exit 0

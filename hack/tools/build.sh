@@ -4,7 +4,7 @@
 # SET is all (make tools: every tool), demo (make demo: the ones the demo
 # runs, etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl, and kubelet when run as root, since only root gets real nodes)
-# or kind (make e2e-kind: kind alone).
+# or kind (make e2e-kind: kind and kubectl).
 # A tool already present is not built again; delete it to rebuild. Each
 # build says how long it took.
 set -euo pipefail
@@ -16,7 +16,7 @@ case $set in
   all) only="" ;;
   demo) only="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl"
         [ "$(id -u)" = 0 ] && only+=" kubelet" ;;
-  kind) only="kind" ;;
+  kind) only="kind kubectl" ;;
   *) echo "hack/tools/build.sh: unknown set $set (all, demo or kind)" >&2; exit 2 ;;
 esac
 mkdir -p "$bin"

@@ -95,6 +95,15 @@ func BuildStatic(t T, pkg string) string {
 // tether's binder, provisioner, local driver and registrar.
 func NodeImages(t T) []Image {
 	t.Helper()
+	return append(StandInImages(t), ReleaseImages(t)...)
+}
+
+// StandInImages are the images a node without a registry needs beside
+// tether's own: pause, busybox (also under the reference examples/ name)
+// and the registrar, examples/local-driver/registrar, which stands in for
+// node-driver-registrar.
+func StandInImages(t T) []Image {
+	t.Helper()
 	busybox := Image{Ref: BusyboxImage, Files: map[string]string{"bin/busybox": "/bin/busybox"}, Links: map[string]string{},
 		Text: map[string]string{"etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n",
 			"etc/group": "root:x:0:\nnobody:x:65534:\n"}, Entrypoint: []string{"/bin/sh"}}
@@ -109,11 +118,11 @@ func NodeImages(t T) []Image {
 	}
 	examples := busybox // examples/ name the upstream e2e busybox
 	examples.Ref = ExamplesBusyboxImage
-	return append([]Image{
+	return []Image{
 		{Ref: PauseImage, Files: map[string]string{"pause": BuildStatic(t, "./hack/images/pause")}, Entrypoint: []string{"/pause"}},
 		busybox, examples,
 		{Ref: RegistrarImage, Files: map[string]string{"app": BuildStatic(t, "./examples/local-driver/registrar")}, Entrypoint: []string{"/app"}},
-	}, ReleaseImages(t)...)
+	}
 }
 
 // WriteArchive writes the image as a docker-archive tar: manifest.json,

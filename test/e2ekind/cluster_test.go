@@ -91,6 +91,9 @@ func upCluster(t *testing.T, ctx context.Context) *env {
 			t.Fatal(err)
 		}
 	}
+	// What an earlier run killed midway left goes first: the snapshot is
+	// of the host without it.
+	kind.CleanStale(t.Logf)
 	before := kind.TakeSnapshot(hostSkip()...)
 	start := time.Now()
 	e.d, err = kind.Start(ctx, kind.Options{Private: os.Getenv("TETHER_KIND_DOCKER") == "private", Logf: t.Logf})
@@ -230,7 +233,9 @@ func (e *env) clientset(t *testing.T) *kubernetes.Clientset {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) { return e.d.DialContext(ctx, network, addr) }
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return e.d.DialContext(ctx, network, addr)
+	}
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

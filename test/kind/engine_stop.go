@@ -102,13 +102,32 @@ func zombie(stat string) bool {
 // removeCgroupParent removes name and every folder under it at the root of
 // every cgroup hierarchy, deepest first (cgroup folders go with rmdir only),
 // killing any process still in them: a container whose shim and dockerd
-// died lives on, its cgroup the only trace of it.
+// died lives on, its cgroup the only trace of it. A folder is busy while a
+// process dying in it or a child remains, so it walks again until nothing
+// is left or 60 s have passed.
 func removeCgroupParent(name string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		left, err := removeCgroupPass(name)
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup parent %s: %d folders left: %w", name, left, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// removeCgroupPass kills and removes what it can of name's folders, deepest
+// first, and says how many are left and the last error.
+func removeCgroupPass(name string) (int, error) {
 	roots, _ := filepath.Glob("/sys/fs/cgroup/*/" + name)
 	if _, err := os.Stat("/sys/fs/cgroup/" + name); err == nil { // cgroup v2
 		roots = append(roots, "/sys/fs/cgroup/"+name)
 	}
-	var errs []error
+	left := 0
+	var last error
 	for _, root := range roots {
 		var dirs []string
 		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
@@ -119,21 +138,14 @@ func removeCgroupParent(name string) error {
 		})
 		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
 		for _, dir := range dirs {
-			var err error
-			for try := 0; try < 50; try++ {
-				killCgroup(dir)
-				if err = syscall.Rmdir(dir); err == nil || errors.Is(err, syscall.ENOENT) {
-					err = nil
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("rmdir %s: %w", dir, err))
+			killCgroup(dir)
+			if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, syscall.ENOENT) {
+				left++
+				last = fmt.Errorf("rmdir %s: %w", dir, err)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return left, last
 }
 
 // killCgroup kills every process in one cgroup folder.

@@ -1,0 +1,55 @@
+package e2ekind
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tether-csi/tether/internal/release"
+	"github.com/tether-csi/tether/test/kind"
+)
+
+// The README's two install blocks are where make e2e-kind finds them, and
+// say what it runs: the push block pushes to the README's registry and
+// applies the file tether-push writes for it; the load block loads every
+// archive with kind and applies tether.yaml. (make e2e-kind then runs them
+// on a kind cluster; this runs in make test.)
+func TestReadmeInstallBlocks(t *testing.T) {
+	root, err := kind.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := strings.Join(readmeBlock(t, root, readmePush), "\n")
+	for _, want := range []string{"sha256sum -c SHA256SUMS", "./tether-push_vX.Y.Z_linux_amd64 -registry " + readmeRegistry,
+		"kubectl apply -f " + release.ManifestsFile(readmeRegistry)} {
+		if !strings.Contains(push, want) {
+			t.Errorf("the README's push block has no %q:\n%s", want, push)
+		}
+	}
+	load := strings.Join(readmeBlock(t, root, readmeLoad), "\n")
+	for _, want := range []string{"kind load image-archive", "kubectl apply -f tether.yaml"} {
+		if !strings.Contains(load, want) {
+			t.Errorf("the README's load block has no %q:\n%s", want, load)
+		}
+	}
+	got := userLine("./tether-push_vX.Y.Z_linux_amd64 -registry registry.example.com/tether; kubectl apply -f tether-registry.example.com_tether.yaml", "v9.9.9")
+	if !strings.Contains(got, "-registry "+pushRegistry+";") || !strings.Contains(got, release.ManifestsFile(pushRegistry)) || !strings.Contains(got, "v9.9.9") {
+		t.Errorf("userLine: %s", got)
+	}
+}
+
+// The cluster keeps kubeadm's own controllers (joins need the bootstrap
+// signer) and turns KCM's PV binder off.
+func TestKindConfig(t *testing.T) {
+	for _, own := range []bool{true, false} {
+		c := kindConfig(own)
+		if !strings.Contains(c, `value: "*,bootstrapsigner,tokencleaner,-persistentvolume-binder-controller"`) {
+			t.Errorf("kindConfig(%v) does not keep bootstrapsigner and tokencleaner while turning the binder off:\n%s", own, c)
+		}
+		if strings.Contains(c, "addon/coredns") != own {
+			t.Errorf("kindConfig(%v): CoreDNS is skipped only on tether's node image, which has none:\n%s", own, c)
+		}
+		if strings.Contains(c, "config_path") == own {
+			t.Errorf("kindConfig(%v): the registry's config_path patch is for public images only (tether's sets it):\n%s", own, c)
+		}
+	}
+}
