@@ -32,144 +32,6 @@ import (
 	"github.com/tether-csi/tether/test/cluster"
 )
 
-// The recipe of docs/own-driver.md, as a platform team would write it for
-// a driver of its own. The driver is the csi-test mock driver, deployed as
-// driver charts deploy a controller: a Deployment with the driver container
-// and external-provisioner (EP) v6.3.0's csi-provisioner sidecar beside it
-// on a unix socket in an emptyDir, EP's ServiceAccount and RBAC exactly as
-// EP ships them (test/testdata/ep-v6.3.0/rbac.yaml) in the driver's own
-// namespace, a CSIDriver and an Immediate StorageClass.
-const (
-	ownDriverName      = "mock.csi.tether.example"
-	ownDriverNamespace = "csi-mock"
-	ownDriverClass     = "csi-mock"
-	ownDriverDeploy    = "csi-mock-controller"
-	// epImage is where charts take EP from; the component swaps it.
-	epImage = "registry.k8s.io/sig-storage/csi-provisioner:v6.3.0"
-)
-
-// ownDriverFiles are the driver's manifests, as its chart would render
-// them (rbac.yaml is added from EP's release).
-var ownDriverFiles = map[string]string{
-	"kustomization.yaml": `# The driver as it is, in its own namespace.
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namespace: ` + ownDriverNamespace + `
-resources:
-  - namespace.yaml
-  - rbac.yaml
-  - controller.yaml
-  - csidriver.yaml
-  - storageclass.yaml
-`,
-	"namespace.yaml": `apiVersion: v1
-kind: Namespace
-metadata:
-  name: ` + ownDriverNamespace + `
-`,
-	"controller.yaml": `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: ` + ownDriverDeploy + `
-  labels:
-    app: ` + ownDriverDeploy + `
-spec:
-  replicas: 1
-  selector:
-    matchLabels:
-      app: ` + ownDriverDeploy + `
-  template:
-    metadata:
-      labels:
-        app: ` + ownDriverDeploy + `
-    spec:
-      serviceAccountName: csi-provisioner
-      containers:
-        - name: mock-driver
-          image: ` + cluster.MockDriverImage + `
-          args:
-            - --name=` + ownDriverName + `
-            - -v=5
-          env:
-            - name: CSI_ENDPOINT
-              value: unix:///var/lib/csi/sockets/pluginproxy/csi.sock
-          volumeMounts:
-            - name: socket-dir
-              mountPath: /var/lib/csi/sockets/pluginproxy/
-        - name: csi-provisioner
-          image: ` + epImage + `
-          imagePullPolicy: IfNotPresent
-          args:
-            - --csi-address=$(ADDRESS)
-            - --v=5
-            - --feature-gates=Topology=true
-            - --extra-create-metadata
-            - --leader-election
-            - --http-endpoint=:8080
-          env:
-            - name: ADDRESS
-              value: /var/lib/csi/sockets/pluginproxy/csi.sock
-          volumeMounts:
-            - name: socket-dir
-              mountPath: /var/lib/csi/sockets/pluginproxy/
-          ports:
-            - containerPort: 8080
-              name: http-endpoint
-              protocol: TCP
-          livenessProbe:
-            failureThreshold: 1
-            httpGet:
-              path: /healthz/leader-election
-              port: http-endpoint
-            initialDelaySeconds: 10
-            timeoutSeconds: 10
-            periodSeconds: 20
-      volumes:
-        - name: socket-dir
-          emptyDir: {}
-`,
-	"csidriver.yaml": `apiVersion: storage.k8s.io/v1
-kind: CSIDriver
-metadata:
-  name: ` + ownDriverName + `
-spec:
-  attachRequired: false
-  podInfoOnMount: false
-`,
-	"storageclass.yaml": `apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata:
-  name: ` + ownDriverClass + `
-provisioner: ` + ownDriverName + `
-reclaimPolicy: Delete
-volumeBindingMode: Immediate
-`,
-}
-
-// ownRecipe is the platform team's kustomization: their driver, the two
-// components, and the two patches docs/own-driver.md asks for (the extra
-// RBAC's subject; the user, since this pod sets none and its driver runs
-// as root). It must stay what the docs show.
-const ownRecipe = `apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - driver
-components:
-  - ../deploy/components/provisioner
-  - ../deploy/components/binder
-patches:
-  - target: {kind: ClusterRoleBinding, name: tether-provisioner-extra}
-    patch: |
-      - op: replace
-        path: /subjects/0
-        value: {kind: ServiceAccount, name: csi-provisioner, namespace: ` + ownDriverNamespace + `}
-  - patch: |
-      apiVersion: apps/v1
-      kind: Deployment
-      metadata: {name: ` + ownDriverDeploy + `, namespace: ` + ownDriverNamespace + `}
-      spec: {template: {spec: {containers: [{name: csi-provisioner, securityContext: {runAsUser: 0}}]}}}
-`
-
 // ownHarness is what only this harness adds over the recipe, as
 // cluster.DeployCSI does for deploy/csi: the images as the nodes have them,
 // and the API server's address for the pods that talk to it (no
@@ -184,7 +46,7 @@ patches:
   - patch: |
       apiVersion: apps/v1
       kind: Deployment
-      metadata: {name: ` + ownDriverDeploy + `, namespace: ` + ownDriverNamespace + `}
+      metadata: {name: ` + cluster.OwnDriverDeploy + `, namespace: ` + cluster.OwnDriverNamespace + `}
       spec: {template: {spec: {containers: [{name: csi-provisioner, env: [%[3]s]}]}}}
   - patch: |
       apiVersion: apps/v1
@@ -193,28 +55,13 @@ patches:
       spec: {template: {spec: {containers: [{name: binder, env: [%[3]s]}]}}}
 `
 
-// ownDriverTree writes deploy/ (a copy of the repository's), own/ (the
-// recipe over the driver in own/driver) and harness/ into a folder, and
-// returns the folder.
+// ownDriverTree writes the recipe's tree (cluster.WriteOwnDriverTree) with
+// ownHarness for a cluster whose API server is apiHost, and returns its
+// folder.
 func ownDriverTree(t *testing.T, apiHost string) string {
 	t.Helper()
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	if err := os.CopyFS(filepath.Join(dir, "deploy"), os.DirFS(filepath.Join(root, "deploy"))); err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{"own/kustomization.yaml": ownRecipe}
-	for name, text := range ownDriverFiles {
-		files["own/driver/"+name] = text
-	}
-	rbac, err := os.ReadFile(filepath.Join(root, "test", "testdata", "ep-v6.3.0", "rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files["own/driver/rbac.yaml"] = string(rbac)
+	harness := ""
 	if apiHost != "" {
 		api, err := url.Parse(apiHost)
 		if err != nil {
@@ -222,21 +69,12 @@ func ownDriverTree(t *testing.T, apiHost string) string {
 		}
 		env := fmt.Sprintf("{name: KUBERNETES_SERVICE_HOST, value: %q}, {name: KUBERNETES_SERVICE_PORT, value: %q}", api.Hostname(), api.Port())
 		untagged := func(ref string) string { return strings.TrimSuffix(ref, ":e2e") }
-		files["harness/kustomization.yaml"] = fmt.Sprintf(ownHarness, untagged(cluster.ProvisionerImage), untagged(cluster.BinderImage), env)
+		harness = fmt.Sprintf(ownHarness, untagged(cluster.ProvisionerImage), untagged(cluster.BinderImage), env)
 	}
-	for name, text := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cluster.WriteOwnDriverTree(t, dir, harness)
 	return dir
 }
 
-// kustomize renders a kustomization with the pinned kubectl.
 func kustomize(t *testing.T, dir string) []byte {
 	t.Helper()
 	kubectl, err := cluster.Tool("kubectl")
@@ -348,8 +186,8 @@ func TestOwnDriverComponent(t *testing.T) {
 		}
 	}
 
-	was := findDeployment(before, ownDriverNamespace, ownDriverDeploy)
-	now := findDeployment(after, ownDriverNamespace, ownDriverDeploy)
+	was := findDeployment(before, cluster.OwnDriverNamespace, cluster.OwnDriverDeploy)
+	now := findDeployment(after, cluster.OwnDriverNamespace, cluster.OwnDriverDeploy)
 	if was == nil || now == nil {
 		t.Fatalf("the driver's Deployment is missing (before %v, after %v)", was != nil, now != nil)
 	}
@@ -373,7 +211,7 @@ func TestOwnDriverComponent(t *testing.T) {
 		}
 	}
 	for _, o := range after {
-		if d, ok := o.(*appsv1.Deployment); ok && d.Name != ownDriverDeploy {
+		if d, ok := o.(*appsv1.Deployment); ok && d.Name != cluster.OwnDriverDeploy {
 			if names := containerNames(d); !slices.Equal(names, []string{"binder"}) || d.Name != "tether-binder" {
 				t.Errorf("the recipe adds Deployment %s/%s with containers %v", d.Namespace, d.Name, names)
 			}
@@ -399,7 +237,7 @@ func TestOwnDriverComponent(t *testing.T) {
 			}
 		case *rbacv1.ClusterRoleBinding:
 			if o.Name == "tether-provisioner-extra" {
-				want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "csi-provisioner", Namespace: ownDriverNamespace}}
+				want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "csi-provisioner", Namespace: cluster.OwnDriverNamespace}}
 				if !reflect.DeepEqual(o.Subjects, want) || o.RoleRef.Name != "tether-provisioner-extra" {
 					t.Errorf("the extra binding: subjects %+v, role %s", o.Subjects, o.RoleRef.Name)
 				}
@@ -566,7 +404,7 @@ func TestOwnDriverRecipe(t *testing.T) {
 	c.Kubectl(t, manifests, "apply", "-f", "-")
 	apps := c.Client.AppsV1()
 	cluster.Eventually(t, "the driver's controller and the binder ready", func(ctx context.Context) (bool, error) {
-		for _, d := range []struct{ ns, name string }{{ownDriverNamespace, ownDriverDeploy}, {"tether-system", "tether-binder"}} {
+		for _, d := range []struct{ ns, name string }{{cluster.OwnDriverNamespace, cluster.OwnDriverDeploy}, {"tether-system", "tether-binder"}} {
 			got, err := apps.Deployments(d.ns).Get(ctx, d.name, metav1.GetOptions{})
 			if err != nil || got.Spec.Replicas == nil || got.Status.ReadyReplicas != *got.Spec.Replicas {
 				return false, nil
@@ -581,7 +419,7 @@ func TestOwnDriverRecipe(t *testing.T) {
 	}
 	// docs/own-driver.md's RBAC check passes for the driver's
 	// ServiceAccount: EP's role and the extra one.
-	sa := "system:serviceaccount:" + ownDriverNamespace + ":csi-provisioner"
+	sa := "system:serviceaccount:" + cluster.OwnDriverNamespace + ":csi-provisioner"
 	for _, attrs := range docCanIList(t) {
 		review, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authv1.SubjectAccessReview{
 			Spec: authv1.SubjectAccessReviewSpec{User: sa, ResourceAttributes: &attrs}}, metav1.CreateOptions{})
@@ -598,7 +436,7 @@ func TestOwnDriverRecipe(t *testing.T) {
 	}
 
 	pvcs := c.Client.CoreV1().PersistentVolumeClaims("default")
-	class := ownDriverClass
+	class := cluster.OwnDriverClass
 	claimed := time.Now()
 	if _, err := pvcs.Create(t.Context(), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "own", Namespace: "default"},
 		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &class, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -612,10 +450,10 @@ func TestOwnDriverRecipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != ownDriverName || pv.Annotations["pv.kubernetes.io/provisioned-by"] != ownDriverName {
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != cluster.OwnDriverName || pv.Annotations["pv.kubernetes.io/provisioned-by"] != cluster.OwnDriverName {
 		t.Errorf("PV %s: csi %+v, provisioned-by %q", pv.Name, pv.Spec.CSI, pv.Annotations["pv.kubernetes.io/provisioned-by"])
 	}
-	if pvc.Annotations["pv.kubernetes.io/bind-completed"] != "yes" || pvc.Annotations["volume.kubernetes.io/storage-provisioner"] != ownDriverName {
+	if pvc.Annotations["pv.kubernetes.io/bind-completed"] != "yes" || pvc.Annotations["volume.kubernetes.io/storage-provisioner"] != cluster.OwnDriverName {
 		t.Errorf("claim annotations %v: not bound and marked for the driver by a binder", pvc.Annotations)
 	}
 	if pv.Spec.CSI == nil {
@@ -653,7 +491,7 @@ func TestOwnDriverRecipe(t *testing.T) {
 		t.Logf("the mock driver deleted %s (%d DeleteVolume call(s))", handle, len(ok))
 	}
 
-	log := podLogOf(t, c, ownDriverNamespace, pod.Name, "csi-provisioner")
+	log := podLogOf(t, c, cluster.OwnDriverNamespace, pod.Name, "csi-provisioner")
 	for _, line := range strings.Split(log, "\n") {
 		if strings.Contains(strings.ToLower(line), "forbidden") {
 			t.Errorf("tether's provisioner was refused by RBAC: %s", line)
@@ -677,7 +515,7 @@ func ownDriverPod(t *testing.T, c *cluster.Cluster) *corev1.Pod {
 	t.Helper()
 	var out *corev1.Pod
 	cluster.Eventually(t, "the driver's controller pod", func(ctx context.Context) (bool, error) {
-		pods, err := c.Client.CoreV1().Pods(ownDriverNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + ownDriverDeploy})
+		pods, err := c.Client.CoreV1().Pods(cluster.OwnDriverNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + cluster.OwnDriverDeploy})
 		if err != nil {
 			return false, nil
 		}
@@ -724,7 +562,7 @@ func (m mockCall) String() string { return m.Method + " " + string(m.Request) + 
 func mockCalls(t *testing.T, c *cluster.Cluster, pod, method string) []mockCall {
 	t.Helper()
 	var out []mockCall
-	for _, line := range strings.Split(podLogOf(t, c, ownDriverNamespace, pod, "mock-driver"), "\n") {
+	for _, line := range strings.Split(podLogOf(t, c, cluster.OwnDriverNamespace, pod, "mock-driver"), "\n") {
 		_, msg, ok := strings.Cut(line, "gRPCCall: ")
 		if !ok {
 			continue
