@@ -8,8 +8,8 @@
 # Usage: hack/node-debs.sh [demo|kind]: with demo, only the real nodes' packages
 # (make demo runs no prometheus); with kind, what make e2e-kind needs to build
 # tether's kind node image and its stand-in images (mmdebstrap, busybox)
-# and for the runc wrapper of a private docker engine (jq). docker.io
-# itself is installed by test/kind only when no docker engine answers.
+# and for a private docker engine (jq for its runc wrapper; Debian's
+# docker.io where no dockerd is installed).
 #
 # No service of these packages starts: while apt-get runs, a policy-rc.d
 # (unless the machine has one) denies every start, so that no system
@@ -20,7 +20,10 @@ who="the tests"
 case ${1:-} in
   "") debs+=" prometheus" ;;
   demo) who="the demo's real nodes" ;;
-  kind) debs="mmdebstrap busybox-static jq"; who="make e2e-kind" ;;
+  kind) debs="mmdebstrap busybox-static jq"; who="make e2e-kind"
+        # A private engine's dockerd, only where no dockerd is installed at
+        # all (docker.io would replace a docker-ce).
+        command -v dockerd >/dev/null || debs+=" docker.io" ;;
   *) echo "hack/node-debs.sh: unknown argument $1 (none, demo or kind)" >&2; exit 2 ;;
 esac
 missing=$(for d in $debs; do dpkg -s "$d" >/dev/null 2>&1 || echo "$d"; done)

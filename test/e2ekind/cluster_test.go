@@ -182,7 +182,9 @@ func upCluster(t *testing.T, ctx context.Context) *env {
 func (e *env) loadNodeImage(t *testing.T, ctx context.Context, root string) string {
 	t.Helper()
 	start := time.Now()
-	o := kindnode.Options{Root: root, Log: func(f string, a ...any) { t.Logf("kind-image: "+f, a...) }}
+	// TETHER_KIND_CACHE moves the node image's cache (.cache/kind) out of
+	// the clone: CI keeps it per machine.
+	o := kindnode.Options{Root: root, Cache: os.Getenv("TETHER_KIND_CACHE"), Log: func(f string, a ...any) { t.Logf("kind-image: "+f, a...) }}
 	id, err := kindnode.Build(ctx, o, nilWriter{})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,8 @@ import (
 // TestKind installs tether on a kind cluster from a `make release` bundle
 // twice, by the README's two recipes: the archives loaded into the nodes
 // (then every scenario), and the images pushed to a registry on loopback
-// (then a volume written and read back).
+// (then a volume written and read back). Between the two, the "Use with
+// your own driver" recipe runs with the csi-test mock driver.
 func TestKind(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
@@ -34,9 +35,7 @@ func TestKind(t *testing.T) {
 	}
 	bundle := makeRelease(t, ctx, root)
 	e := upCluster(t, ctx)
-	if e.ownImage {
-		e.loadStandIns(t, ctx, bundle)
-	}
+	e.loadStandIns(t, ctx, bundle)
 
 	t.Run("load", func(t *testing.T) {
 		e.runReadme(t, ctx, root, bundle, readmeLoad)
@@ -46,6 +45,7 @@ func TestKind(t *testing.T) {
 		e.deleteAll(t, ctx)
 		e.uninstall(t, ctx, bundle, "tether.yaml")
 	})
+	t.Run("own-driver", func(t *testing.T) { e.ownDriver(t, ctx) })
 	t.Run("push", func(t *testing.T) {
 		reg, err := kind.StartRegistry(ctx, e.d, kind.RegistryOptions{Network: "kind"})
 		if err != nil {

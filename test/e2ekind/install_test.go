@@ -103,9 +103,11 @@ func (e *env) runReadme(t *testing.T, ctx context.Context, root, bundle, marker 
 	t.Logf("TIMING the README's block (%d lines): %v\n%s", len(script), since(start), out)
 }
 
-// loadStandIns loads what a node without a registry lacks: the images
-// tether.yaml names beside tether's own (node-driver-registrar, made from
-// examples/local-driver/registrar) and the busybox examples/ run.
+// loadStandIns loads the csi-test mock driver's image (the own-driver
+// recipe's) and, on tether's node image (no registry reachable), what a
+// node lacks: the images tether.yaml names beside tether's own
+// (node-driver-registrar, made from examples/local-driver/registrar) and
+// the busybox examples/ run.
 func (e *env) loadStandIns(t *testing.T, ctx context.Context, bundle string) {
 	t.Helper()
 	manifests, err := os.ReadFile(filepath.Join(bundle, "tether.yaml"))
@@ -118,11 +120,16 @@ func (e *env) loadStandIns(t *testing.T, ctx context.Context, bundle string) {
 	}
 	start := time.Now()
 	dir := t.TempDir()
-	for _, img := range cluster.StandInImages(t) {
+	// The mock driver is on no registry: every cluster needs it loaded.
+	images := []cluster.Image{cluster.MockDriverNodeImage(t)}
+	if e.ownImage {
+		images = append(images, cluster.StandInImages(t)...)
+	}
+	for _, img := range images {
 		switch img.Ref {
 		case cluster.RegistrarImage:
 			img.Ref = string(registrar[1])
-		case cluster.ExamplesBusyboxImage:
+		case cluster.ExamplesBusyboxImage, cluster.MockDriverImage:
 		default:
 			continue
 		}

@@ -1,15 +1,15 @@
 package kindnode
 
 import (
+	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -51,7 +51,7 @@ func writeImages(out, base, bin string, o Options) error {
 	if err != nil {
 		return err
 	}
-	refs := map[name.Reference]v1.Image{}
+	var refs []refImage
 	for _, ci := range controlPlaneImages(o.KubernetesVersion) {
 		var buf bytes.Buffer
 		target := "usr/local/bin/" + ci.Program
@@ -75,17 +75,89 @@ func writeImages(out, base, bin string, o Options) error {
 		if err != nil {
 			return err
 		}
-		ref, err := name.ParseReference(ci.Ref)
+		refs = append(refs, refImage{ci.Ref, img})
+	}
+	return writeFile(out, func(w io.Writer) error { return writeImagesArchive(w, refs) })
+}
+
+// refImage is an image and the reference it is imported as.
+type refImage struct {
+	Ref string
+	Img v1.Image
+}
+
+// writeImagesArchive writes images as one docker-archive, in their order,
+// each layer once (gzip, as go-containerregistry compresses it): equal
+// images give equal bytes. (tarball.MultiRefWrite takes a map, whose order
+// Go varies from run to run.)
+func writeImagesArchive(w io.Writer, images []refImage) error {
+	tw := tar.NewWriter(w)
+	add := func(name string, size int64, r io.Reader) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err := io.Copy(tw, r)
+		return err
+	}
+	type entry struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	var manifest []entry
+	seen := map[string]bool{}
+	for _, ri := range images {
+		raw, err := ri.Img.RawConfigFile()
 		if err != nil {
 			return err
 		}
-		refs[ref] = img
+		cfg, err := ri.Img.ConfigName()
+		if err != nil {
+			return err
+		}
+		e := entry{Config: cfg.Hex + ".json", RepoTags: []string{ri.Ref}}
+		if err := add(e.Config, int64(len(raw)), bytes.NewReader(raw)); err != nil {
+			return err
+		}
+		layers, err := ri.Img.Layers()
+		if err != nil {
+			return err
+		}
+		for _, l := range layers {
+			d, err := l.Digest()
+			if err != nil {
+				return err
+			}
+			name := d.Hex + ".tar.gz"
+			e.Layers = append(e.Layers, name)
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			size, err := l.Size()
+			if err != nil {
+				return err
+			}
+			rc, err := l.Compressed()
+			if err != nil {
+				return err
+			}
+			err = add(name, size, rc)
+			rc.Close()
+			if err != nil {
+				return fmt.Errorf("%s: layer %s: %w", ri.Ref, d, err)
+			}
+		}
+		manifest = append(manifest, e)
 	}
-	tmp := out + ".tmp"
-	if err := tarball.MultiRefWriteToFile(tmp, refs); err != nil {
-		return fmt.Errorf("control-plane images: %w", err)
+	raw, err := json.Marshal(manifest)
+	if err != nil {
+		return err
 	}
-	return os.Rename(tmp, out)
+	if err := add("manifest.json", int64(len(raw)), bytes.NewReader(raw)); err != nil {
+		return err
+	}
+	return tw.Close()
 }
 
 // newImage is an image of layers with config cfg, every time stamped with

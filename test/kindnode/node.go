@@ -79,7 +79,11 @@ func Build(ctx context.Context, o Options, w io.Writer) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	imagesTar := filepath.Join(o.Cache, "images-"+keyOf(bin, baseTar)+".tar")
+	var refs []string
+	for _, ci := range controlPlaneImages(o.KubernetesVersion) {
+		refs = append(refs, ci.Ref)
+	}
+	imagesTar := filepath.Join(o.Cache, "images-"+keyOf(formatVersion, filepath.Base(bin), filepath.Base(baseTar), strings.Join(refs, " "))+".tar")
 	if _, err := os.Stat(imagesTar); err != nil {
 		o.logf("writing the control-plane images")
 		if err := writeImages(imagesTar, baseTar, bin, o); err != nil {
@@ -90,13 +94,14 @@ func Build(ctx context.Context, o Options, w io.Writer) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	layerTar := filepath.Join(o.Cache, "node-layer-"+keyOf(rootTar, bin, imagesTar, entriesKey(entries))+".tar")
+	layerTar := filepath.Join(o.Cache, "node-layer-"+keyOf(formatVersion, filepath.Base(rootTar), filepath.Base(bin), filepath.Base(imagesTar), entriesKey(entries))+".tar")
 	if _, err := os.Stat(layerTar); err != nil {
 		o.logf("writing the node layer")
 		if err := writeFile(layerTar, func(w io.Writer) error { return writeLayer(w, entries, o.Epoch) }); err != nil {
 			return Image{}, err
 		}
 	}
+	prune(o, rootTar, baseTar, bin, imagesTar, layerTar)
 	layers := []string{rootTar, layerTar}
 	var diffIDs []v1.Hash
 	for _, l := range layers {
@@ -191,6 +196,10 @@ func entriesKey(es []entry) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
+
+// formatVersion changes whenever how a cached part is written changes, so
+// that no cache holds a part written the old way.
+const formatVersion = "2"
 
 // keyOf is a short digest of its parts (cache file names).
 func keyOf(parts ...string) string {
@@ -319,4 +328,30 @@ func pinnedVersion(file, key string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s: no %s", file, key)
+}
+
+// prune removes what an earlier build left in the cache and this one does
+// not use (a node layer is a gigabyte): files and folders of the names
+// Build makes, but keep and their .sha256 files.
+func prune(o Options, keep ...string) {
+	kept := map[string]bool{}
+	for _, k := range keep {
+		kept[filepath.Base(k)] = true
+		kept[filepath.Base(k)+".sha256"] = true
+	}
+	entries, err := os.ReadDir(o.Cache)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		n := e.Name()
+		ours := false
+		for _, prefix := range []string{"node-rootfs-", "image-rootfs-", "bin-", "images-", "node-layer-"} {
+			ours = ours || strings.HasPrefix(n, prefix)
+		}
+		if ours && !kept[n] && !strings.Contains(n, ".tmp") {
+			o.logf("removing %s from the cache (an earlier build's)", n)
+			os.RemoveAll(filepath.Join(o.Cache, n))
+		}
+	}
 }

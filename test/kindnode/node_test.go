@@ -112,3 +112,35 @@ func TestControlPlaneImagesAreKubeadms(t *testing.T) {
 		t.Error("containerd's sandbox_image is not the pause image the node carries")
 	}
 }
+
+// prune keeps what a build uses (and the digests beside it) and removes
+// the rest of what builds make, nothing else.
+func TestPruneKeepsWhatTheBuildUses(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"node-rootfs-a.tar", "node-rootfs-a.tar.sha256", "node-rootfs-old.tar", "bin-a/", "bin-old/",
+		"images-a.tar", "images-old.tar", "node-layer-a.tar", "node-layer-old.tar", "node-layer-old.tar.sha256", "README", "node-layer-b.tmp.tar"} {
+		p := filepath.Join(dir, n)
+		var err error
+		if strings.HasSuffix(n, "/") {
+			err = os.MkdirAll(p, 0o755)
+		} else {
+			err = os.WriteFile(p, nil, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	prune(Options{Cache: dir}, filepath.Join(dir, "node-rootfs-a.tar"), filepath.Join(dir, "bin-a"), filepath.Join(dir, "images-a.tar"), filepath.Join(dir, "node-layer-a.tar"))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	want := "README bin-a images-a.tar node-layer-a.tar node-layer-b.tmp.tar node-rootfs-a.tar node-rootfs-a.tar.sha256"
+	if strings.Join(got, " ") != want {
+		t.Errorf("after prune: %v, want %s", got, want)
+	}
+}
