@@ -92,13 +92,7 @@ type refImage struct {
 // Go varies from run to run.)
 func writeImagesArchive(w io.Writer, images []refImage) error {
 	tw := tar.NewWriter(w)
-	add := func(name string, size int64, r io.Reader) error {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err := io.Copy(tw, r)
-		return err
-	}
+	add := func(name string, size int64, r io.Reader) error { return addFile(tw, name, size, r) }
 	type entry struct {
 		Config   string
 		RepoTags []string

@@ -251,13 +251,7 @@ func writeFile(path string, fill func(io.Writer) error) error {
 // layer uncompressed, and manifest.json naming img.Ref.
 func writeDockerArchive(w io.Writer, img Image, config []byte, layers []string, diffIDs []v1.Hash) error {
 	tw := tar.NewWriter(w)
-	add := func(name string, size int64, r io.Reader) error {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err := io.Copy(tw, r)
-		return err
-	}
+	add := func(name string, size int64, r io.Reader) error { return addFile(tw, name, size, r) }
 	cfgName := strings.TrimPrefix(img.ID, "sha256:") + ".json"
 	if err := add(cfgName, int64(len(config)), strings.NewReader(string(config))); err != nil {
 		return err
@@ -354,4 +348,14 @@ func prune(o Options, keep ...string) {
 			os.RemoveAll(filepath.Join(o.Cache, n))
 		}
 	}
+}
+
+// addFile writes one regular file of an archive: mode 0644, no time, no
+// owner, so that equal content gives equal bytes.
+func addFile(tw *tar.Writer, name string, size int64, r io.Reader) error {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	_, err := io.Copy(tw, r)
+	return err
 }
