@@ -109,8 +109,9 @@ chaos: tools ## the chaos run: CHAOS_CLAIMS claims under kills and deletes (make
 SIM_SCHEDULES ?= 10000
 SIM_SEED ?= 1
 SIM_WITHOUT ?=
-sim: ## the deterministic simulator: SIM_SCHEDULES seeded schedules from SIM_SEED (SIM_WITHOUT=forge,strip leaves actors out) against tether's own code (make test runs 10000); a failure prints its seed and trace
-	GOGC=800 $(GO) run ./test/sim/cmd/sim -schedules=$(SIM_SCHEDULES) -seed=$(SIM_SEED) -without=$(SIM_WITHOUT)
+SIM_OUTCOMES ?=
+sim: ## the deterministic simulator: SIM_SCHEDULES seeded schedules from SIM_SEED (SIM_WITHOUT=forge,strip leaves actors out) against tether's own code (make test runs 10000); a failure prints its seed and trace; SIM_OUTCOMES=FILE writes each schedule's outcome line instead (diff two files to show a change left behaviour as it was)
+	GOGC=800 $(GO) run ./test/sim/cmd/sim -schedules=$(SIM_SCHEDULES) -seed=$(SIM_SEED) -without=$(SIM_WITHOUT) $(if $(SIM_OUTCOMES),-outcomes=$(SIM_OUTCOMES))
 
 bench-provisioner: tools ## tether binder+provisioner against KCM+external-provisioner v6.3.0 and the floor: 1000 Immediate claims, etcd on loopback and 2.5ms away (BENCH_N sizes, e.g. 10000,100000 adds the scaling between them; BENCH_QPS, BENCH_RUNS, BENCH_ONLY, BENCH_TETHER_WORKERS, BENCH_ETCD_DELAY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -v -run '^TestBenchProvisioner$$' ./test/benchprov/

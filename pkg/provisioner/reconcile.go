@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -223,16 +224,22 @@ func unusedWhy(claim *v1.PersistentVolumeClaim) string {
 // to external-provisioner and KCM's binder, which do not know the record:
 // records whose PV is saved go at once, deleted claims' volumes are cleaned
 // up, and the claims still waiting for their volume are returned (run it
-// again once the upstream pair has provisioned them). Call it with the
-// informers synced and nothing else running the reconciler.
+// again once the upstream pair has provisioned them), in key order: it
+// settles them in that order, so that a run is the same every time. Call it
+// with the informers synced and nothing else running the reconciler.
 func (r *InFlight) HandBack(ctx context.Context) ([]string, error) {
 	r.handBack = true
-	var left []string
+	var claims []*v1.PersistentVolumeClaim
 	for _, obj := range r.o.Claims.GetStore().List() {
-		claim, ok := obj.(*v1.PersistentVolumeClaim)
-		if !ok || !inflight.Holds(claim) {
-			continue
+		if claim, ok := obj.(*v1.PersistentVolumeClaim); ok && inflight.Holds(claim) {
+			claims = append(claims, claim)
 		}
+	}
+	slices.SortFunc(claims, func(a, b *v1.PersistentVolumeClaim) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	var left []string
+	for _, claim := range claims {
 		key := claim.Namespace + "/" + claim.Name
 		if err := r.sync(ctx, key); err != nil {
 			return nil, fmt.Errorf("%s: %w", key, err)

@@ -162,3 +162,14 @@ func TestSimTermNoNodeMeetsKeepsItsClaim(t *testing.T) {
 		}
 	}
 }
+
+// A schedule's outcome line is the same every time it runs: the referee
+// for changes meant to leave behaviour as it was (make sim SIM_OUTCOMES).
+func TestOutcomeIsTheSameEveryRun(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		a, b := Outcome(RunSchedule(seed)), Outcome(RunSchedule(seed))
+		if a != b {
+			t.Errorf("seed %d gave two outcomes:\n%s\n%s", seed, a, b)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"regexp"
 )
 
@@ -66,4 +68,18 @@ var (
 // KindOf is a violation's message without its names and numbers.
 func KindOf(v string) string {
 	return kindNumbers.ReplaceAllString(v, "_")
+}
+
+// Outcome is one schedule's outcome in one line: its seed, steps,
+// violations and a digest of its whole trace (every delivery, actor move
+// and fault in order). Equal lines before and after a change mean the
+// change left that schedule's behaviour as it was (make sim
+// SIM_OUTCOMES=file writes one per seed; issue 35's referee).
+func Outcome(r Result) string {
+	h := sha256.New()
+	for _, line := range r.Trace {
+		h.Write([]byte(line))
+		h.Write([]byte{'\n'})
+	}
+	return fmt.Sprintf("seed %d steps %d violations %d trace %x", r.Seed, r.Steps, len(r.Violations), h.Sum(nil)[:12])
 }
