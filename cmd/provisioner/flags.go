@@ -17,6 +17,7 @@ import (
 
 	"github.com/tether-csi/tether/pkg/nodeloss"
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"github.com/tether-csi/tether/pkg/server"
 )
 
@@ -25,7 +26,7 @@ type options struct {
 	leader                        server.LeaderOptions
 	csiAddress                    string
 	timeout                       time.Duration
-	request                       provisioner.RequestOptions
+	request                       request.Options
 	retryStart, retryMax          time.Duration
 	workers                       uint
 	strictTopology, immediateTopo bool
@@ -75,7 +76,7 @@ func defaultOptions() options {
 		leader:             server.DefaultLeaderOptions("", false),
 		csiAddress:         "/run/csi/socket",
 		timeout:            10 * time.Second,
-		request:            provisioner.RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1},
+		request:            request.Options{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1},
 		retryStart:         time.Second,
 		retryMax:           5 * time.Minute,
 		workers:            100,
@@ -143,7 +144,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.orphans.MinAge, "orphan-min-age", o.orphans.MinAge, "With --orphan-policy=delete, how long a volume must have been seen orphaned before it is deleted.")
 	fs.DurationVar(&o.nodeLossGrace, "node-loss-grace", o.nodeLossGrace, "In node-deployment mode, how long the node of another node's in-flight record must be lost (deleted, or tainted "+v1.TaintNodeOutOfService+"; never merely NotReady) before the record is dropped without a driver call; give it the binder's --node-loss-grace.")
 	fs.BoolVar(&o.handBack, "hand-back", false, "Run once before switching back to external-provisioner and KCM's binder: drop every in-flight record whose PV is saved, clean up the volumes of deleted claims, list the claims still waiting for a volume (exit status 3 while any is left), and exit.")
-	fs.StringVar(&o.clusterID, "cluster-id", "", "With --orphan-policy=delete, this cluster's ID in the ownership mark (the "+provisioner.OwnerKey+" CreateVolume parameter) that new volumes get and that the sweep deletes by; empty is the UID of the kube-system namespace.")
+	fs.StringVar(&o.clusterID, "cluster-id", "", "With --orphan-policy=delete, this cluster's ID in the ownership mark (the "+request.OwnerKey+" CreateVolume parameter) that new volumes get and that the sweep deletes by; empty is the UID of the kube-system namespace.")
 	addCompatFlags(fs, &o.compat)
 	return fs
 }
@@ -180,7 +181,7 @@ func addCompatFlags(fs *flag.FlagSet, c *compatOptions) {
 	fs.UintVar(&u, "capacity-threads", 1, ignored("capacity-threads"))
 	fs.DurationVar(&d, "snapshot-orphan-sweep-interval", 5*time.Minute, ignored("snapshot-orphan-sweep-interval"))
 	fs.BoolVar(&c.preventModeConversion, "prevent-volume-mode-conversion", c.preventModeConversion,
-		"Refuse to restore a snapshot into another volume mode than its source's, unless its VolumeSnapshotContent has "+provisioner.AnnAllowVolumeModeChange+"=true. Clones across volume modes are always refused.")
+		"Refuse to restore a snapshot into another volume mode than its source's, unless its VolumeSnapshotContent has "+request.AnnAllowVolumeModeChange+"=true. Clones across volume modes are always refused.")
 	fs.BoolVar(&b, "controller-publish-readonly", false, ignored("controller-publish-readonly"))
 	fs.BoolVar(&b, "log-text-split-stream", false, ignored("log-text-split-stream"))
 	fs.StringVar(&s, "log-text-info-buffer-size", "", ignored("log-text-info-buffer-size"))
@@ -331,7 +332,7 @@ func deprecatedParamsLogger(ctx context.Context, driver string) cache.ResourceEv
 		if !ok || class.Provisioner != driver {
 			return
 		}
-		if p, err := provisioner.ParseClassParams(class.Parameters); err == nil && len(p.Warnings) > 0 {
+		if p, err := request.ParseClassParams(class.Parameters); err == nil && len(p.Warnings) > 0 {
 			klog.FromContext(ctx).Info("Warning: StorageClass uses deprecated parameters", "storageClass", klog.KObj(class), "warnings", p.Warnings)
 		}
 	}

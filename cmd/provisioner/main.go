@@ -37,6 +37,7 @@ import (
 	"github.com/tether-csi/tether/pkg/intern"
 	"github.com/tether-csi/tether/pkg/migration"
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"github.com/tether-csi/tether/pkg/server"
 )
 
@@ -247,7 +248,7 @@ func run(ctx context.Context, o options) error {
 			Segments: segmentsFunc(driver, popts.Node, csiNodeInf.Lister(), nodeInf.Lister()),
 			Classes:  classInf.Lister(), ImmediateBinding: o.capacityImmediate, PollInterval: o.capacityPoll,
 			DriverParams: func(params map[string]string) (map[string]string, error) {
-				p, err := provisioner.ParseClassParams(params)
+				p, err := request.ParseClassParams(params)
 				return p.Driver, err
 			},
 		})

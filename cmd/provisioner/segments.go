@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 // segmentsFunc lists the topology segments to publish capacity for: this
@@ -42,7 +43,7 @@ func segmentsFunc(driver string, node *provisioner.NodeDeployment, csiNodes stor
 			if err != nil {
 				continue
 			}
-			seg, err := provisioner.NodeSegment(n, cn.Spec.Drivers[i].TopologyKeys)
+			seg, err := request.NodeSegment(n, cn.Spec.Drivers[i].TopologyKeys)
 			if err != nil {
 				continue
 			}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -46,7 +47,7 @@ func (p *Provisioner) cloneSource(ctx context.Context, claim *v1.PersistentVolum
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.o.Driver.DriverName() {
 		return nil, nil, fmt.Errorf("clone source volume %s does not belong to the driver %s", pv.Name, p.o.Driver.DriverName())
 	}
-	if err := CheckCloneVolumeMode(claim.Spec.VolumeMode, pv.Spec.VolumeMode); err != nil {
+	if err := request.CheckCloneVolumeMode(claim.Spec.VolumeMode, pv.Spec.VolumeMode); err != nil {
 		return nil, nil, fmt.Errorf("clone source claim %s: %w", name, err)
 	}
 	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
@@ -101,24 +102,4 @@ func protectDecision(checked, current *v1.PersistentVolumeClaim) (bool, error) {
 		return false, fmt.Errorf("clone source claim %s is bound to another volume now", checked.Name)
 	}
 	return true, nil
-}
-
-// CheckCloneVolumeMode refuses a clone whose volume mode differs from its
-// source volume's, as external-provisioner does: a Block volume cannot
-// become a Filesystem one, nor the reverse. nil means Filesystem. The
-// source's mode is its PV's, which is what the backend volume holds (a
-// bound claim's mode always equals its PV's).
-func CheckCloneVolumeMode(clone, source *v1.PersistentVolumeMode) error {
-	want, have := volumeModeOf(clone), volumeModeOf(source)
-	if want != have {
-		return fmt.Errorf("a clone must have its source's volume mode: the source is %s, the clone requests %s", have, want)
-	}
-	return nil
-}
-
-func volumeModeOf(m *v1.PersistentVolumeMode) v1.PersistentVolumeMode {
-	if m == nil || *m == "" {
-		return v1.PersistentVolumeFilesystem
-	}
-	return *m
 }

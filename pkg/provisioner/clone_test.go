@@ -12,29 +12,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-func TestCheckCloneVolumeMode(t *testing.T) {
-	fs, block := v1.PersistentVolumeFilesystem, v1.PersistentVolumeBlock
-	tests := []struct {
-		name          string
-		clone, source *v1.PersistentVolumeMode
-		wantErr       string
-	}{
-		{name: "both unset (Filesystem)"},
-		{name: "unset clone of a Filesystem source", source: &fs},
-		{name: "Filesystem clone of an unset source", clone: &fs},
-		{name: "Block clone of a Block source", clone: &block, source: &block},
-		{name: "Block clone of an unset source: refused", clone: &block, wantErr: "the source is Filesystem, the clone requests Block"},
-		{name: "Block clone of a Filesystem source: refused", clone: &block, source: &fs, wantErr: "the source is Filesystem, the clone requests Block"},
-		{name: "unset clone of a Block source: refused", source: &block, wantErr: "the source is Block, the clone requests Filesystem"},
-		{name: "Filesystem clone of a Block source: refused", clone: &fs, source: &block, wantErr: "the source is Block, the clone requests Filesystem"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			checkErr(t, CheckCloneVolumeMode(tt.clone, tt.source), tt.wantErr)
-		})
-	}
-}
-
 // cloneDriver is the smallest Driver: cloneSource only asks its name.
 type cloneDriver struct{}
 
@@ -83,7 +60,7 @@ func TestCloneSource(t *testing.T) {
 	}{
 		{name: "no data source", claim: newClaim()},
 		{name: "a bound claim of the same class and driver", claim: newClaim(cloneOf("src"))},
-		{name: "a larger clone", claim: newClaim(cloneOf("src"), request("2Gi"))},
+		{name: "a larger clone", claim: newClaim(cloneOf("src"), requested("2Gi"))},
 		{name: "Block clone of a Block source", claim: newClaim(cloneOf("src"), volumeMode(block)),
 			src: func(c *v1.PersistentVolumeClaim, pv *v1.PersistentVolume) {
 				c.Spec.VolumeMode, pv.Spec.VolumeMode = &block, &block
@@ -115,7 +92,7 @@ func TestCloneSource(t *testing.T) {
 				other := "slow"
 				c.Spec.StorageClassName = &other
 			}},
-		{name: "a smaller clone", claim: newClaim(cloneOf("src"), request("512Mi")), wantErr: "less than its source's"},
+		{name: "a smaller clone", claim: newClaim(cloneOf("src"), requested("512Mi")), wantErr: "less than its source's"},
 		{name: "a source of another driver", claim: newClaim(cloneOf("src")), wantErr: "does not belong to the driver",
 			src: func(_ *v1.PersistentVolumeClaim, pv *v1.PersistentVolume) { pv.Spec.CSI.Driver = "other.csi" }},
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +33,7 @@ func deletePV(ann map[string]string) *v1.PersistentVolume {
 	}
 }
 
-var epEmptyDeletionAnns = kv(AnnDeletionSecretName, "", AnnDeletionSecretNamespace, "")
+var epEmptyDeletionAnns = kv(request.AnnDeletionSecretName, "", request.AnnDeletionSecretNamespace, "")
 
 func TestDeletionSecretRef(t *testing.T) {
 	noClaim := deletePV(nil)
@@ -46,10 +47,10 @@ func TestDeletionSecretRef(t *testing.T) {
 	}{
 		{name: "EP's empty annotations: no secret, the class is not read", pv: deletePV(epEmptyDeletionAnns),
 			class: newClass(kv("csi.storage.k8s.io/provisioner-secret-name", "s", "csi.storage.k8s.io/provisioner-secret-namespace", "ns"))},
-		{name: "annotations name the secret", pv: deletePV(kv(AnnDeletionSecretName, "s", AnnDeletionSecretNamespace, "ns")),
+		{name: "annotations name the secret", pv: deletePV(kv(request.AnnDeletionSecretName, "s", request.AnnDeletionSecretNamespace, "ns")),
 			want: &v1.SecretReference{Name: "s", Namespace: "ns"}},
-		{name: "an empty name: no secret", pv: deletePV(kv(AnnDeletionSecretName, "", AnnDeletionSecretNamespace, "ns"))},
-		{name: "an empty namespace: no secret", pv: deletePV(kv(AnnDeletionSecretName, "s", AnnDeletionSecretNamespace, ""))},
+		{name: "an empty name: no secret", pv: deletePV(kv(request.AnnDeletionSecretName, "", request.AnnDeletionSecretNamespace, "ns"))},
+		{name: "an empty namespace: no secret", pv: deletePV(kv(request.AnnDeletionSecretName, "s", request.AnnDeletionSecretNamespace, ""))},
 		{name: "no annotations, no class: no secret", pv: deletePV(nil)},
 		{name: "no annotations, a class without secrets", pv: deletePV(nil), class: newClass(kv("type", "ssd"))},
 		{name: "no annotations: the class's provisioner secret, resolved for the PV's claim", pv: deletePV(nil),
@@ -61,7 +62,7 @@ func TestDeletionSecretRef(t *testing.T) {
 		{name: "no annotations: the class's deprecated key", pv: deletePV(nil),
 			class: newClass(kv("csiProvisionerSecretName", "old", "csiProvisionerSecretNamespace", "oldns")),
 			want:  &v1.SecretReference{Name: "old", Namespace: "oldns"}},
-		{name: "only one annotation: from the class", pv: deletePV(kv(AnnDeletionSecretName, "s")),
+		{name: "only one annotation: from the class", pv: deletePV(kv(request.AnnDeletionSecretName, "s")),
 			class: newClass(kv("csi.storage.k8s.io/secret-name", "d", "csi.storage.k8s.io/secret-namespace", "dns")),
 			want:  &v1.SecretReference{Name: "d", Namespace: "dns"}},
 		{name: "no annotations, no claim reference: no secret", pv: noClaim,
@@ -74,7 +75,7 @@ func TestDeletionSecretRef(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := DeletionSecretRef(tt.pv, tt.class)
+			got, err := request.DeletionSecretRef(tt.pv, tt.class)
 			if !checkErr(t, err, tt.wantErr) {
 				return
 			}
@@ -113,12 +114,12 @@ func TestDeleteSecrets(t *testing.T) {
 	}{
 		{name: "EP's empty annotations", pv: deletePV(epEmptyDeletionAnns), class: newClass(nil)},
 		{name: "no annotations, the class gone", pv: deletePV(nil)},
-		{name: "the annotated secret", pv: deletePV(kv(AnnDeletionSecretName, "s", AnnDeletionSecretNamespace, "ns")),
+		{name: "the annotated secret", pv: deletePV(kv(request.AnnDeletionSecretName, "s", request.AnnDeletionSecretNamespace, "ns")),
 			wantSecrets: map[string]string{"key": "v"}},
-		{name: "the annotated secret is gone: deleted without it, as EP", pv: deletePV(kv(AnnDeletionSecretName, "gone", AnnDeletionSecretNamespace, "ns"))},
-		{name: "the secret may not be read: deleted without it, as EP", pv: deletePV(kv(AnnDeletionSecretName, "s", AnnDeletionSecretNamespace, "ns")),
+		{name: "the annotated secret is gone: deleted without it, as EP", pv: deletePV(kv(request.AnnDeletionSecretName, "gone", request.AnnDeletionSecretNamespace, "ns"))},
+		{name: "the secret may not be read: deleted without it, as EP", pv: deletePV(kv(request.AnnDeletionSecretName, "s", request.AnnDeletionSecretNamespace, "ns")),
 			secretErr: apierrors.NewForbidden(v1.Resource("secrets"), "s", errors.New("no"))},
-		{name: "the API fails: retried", pv: deletePV(kv(AnnDeletionSecretName, "s", AnnDeletionSecretNamespace, "ns")),
+		{name: "the API fails: retried", pv: deletePV(kv(request.AnnDeletionSecretName, "s", request.AnnDeletionSecretNamespace, "ns")),
 			secretErr: apierrors.NewInternalError(errors.New("etcd")), wantErr: "reading secret ns/s"},
 		{name: "no annotations: the class's secret", pv: deletePV(nil),
 			class:       newClass(kv("csi.storage.k8s.io/secret-name", "s", "csi.storage.k8s.io/secret-namespace", "ns")),

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 // The stateful paths (provision, record, save, settle, clean-up) are tested
@@ -161,7 +162,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	if err := classes.Add(e.class); err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Client: e.client, Driver: e.driver, Request: RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1},
+	o := Options{Client: e.client, Driver: e.driver, Request: request.Options{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1},
 		Claims:  corelisters.NewPersistentVolumeClaimLister(e.claims.GetIndexer()),
 		Volumes: corelisters.NewPersistentVolumeLister(e.volumes.GetIndexer()),
 		Classes: storagelisters.NewStorageClassLister(classes), Nodes: corelisters.NewNodeLister(e.nodes),

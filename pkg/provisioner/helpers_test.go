@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -46,24 +47,13 @@ func newClaim(opts ...claimOpt) *v1.PersistentVolumeClaim {
 	return c
 }
 
-func modes(m ...v1.PersistentVolumeAccessMode) claimOpt {
-	return func(c *v1.PersistentVolumeClaim) { c.Spec.AccessModes = m }
-}
 func volumeMode(m v1.PersistentVolumeMode) claimOpt {
 	return func(c *v1.PersistentVolumeClaim) { c.Spec.VolumeMode = &m }
 }
-func request(q string) claimOpt {
+func requested(q string) claimOpt {
 	return func(c *v1.PersistentVolumeClaim) {
 		c.Spec.Resources.Requests = v1.ResourceList{v1.ResourceStorage: resource.MustParse(q)}
 	}
-}
-func limit(q string) claimOpt {
-	return func(c *v1.PersistentVolumeClaim) {
-		c.Spec.Resources.Limits = v1.ResourceList{v1.ResourceStorage: resource.MustParse(q)}
-	}
-}
-func noRequest() claimOpt {
-	return func(c *v1.PersistentVolumeClaim) { c.Spec.Resources.Requests = nil }
 }
 func claimAnn(k, v string) claimOpt {
 	return func(c *v1.PersistentVolumeClaim) { metav1.SetMetaDataAnnotation(&c.ObjectMeta, k, v) }
@@ -88,27 +78,19 @@ func kv(pairs ...string) map[string]string {
 	return m
 }
 
-func seg(pairs ...string) Segment { return Segment(kv(pairs...)) }
-
-// expr is one match-label expression; term gathers them.
-func expr(key string, values ...string) v1.TopologySelectorLabelRequirement {
-	return v1.TopologySelectorLabelRequirement{Key: key, Values: values}
-}
-func term(exprs ...v1.TopologySelectorLabelRequirement) v1.TopologySelectorTerm {
-	return v1.TopologySelectorTerm{MatchLabelExpressions: exprs}
-}
+func seg(pairs ...string) request.Segment { return request.Segment(kv(pairs...)) }
 
 // segments turns CSI topologies back into segments, keeping the order.
-func segments(ts []*csi.Topology) []Segment {
-	out := make([]Segment, 0, len(ts))
+func segments(ts []*csi.Topology) []request.Segment {
+	out := make([]request.Segment, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, Segment(t.GetSegments()))
+		out = append(out, request.Segment(t.GetSegments()))
 	}
 	return out
 }
 
-func segmentsEqual(a, b []Segment) bool {
-	return slices.EqualFunc(a, b, func(x, y Segment) bool { return maps.Equal(x, y) })
+func segmentsEqual(a, b []request.Segment) bool {
+	return slices.EqualFunc(a, b, func(x, y request.Segment) bool { return maps.Equal(x, y) })
 }
 
 // checkErr fails unless err matches want: "" for no error, else a
@@ -124,4 +106,16 @@ func checkErr(t *testing.T, err error, want string) bool {
 		t.Fatalf("error %q does not contain %q", err, want)
 	}
 	return err == nil
+}
+
+func vacName(name string) claimOpt {
+	return func(c *v1.PersistentVolumeClaim) { c.Spec.VolumeAttributesClassName = &name }
+}
+
+func selector(c *v1.PersistentVolumeClaim) {
+	c.Spec.Selector = &metav1.LabelSelector{MatchLabels: kv("tier", "gold")}
+}
+
+func newVAC(name, driver string, params map[string]string) *storagev1.VolumeAttributesClass {
+	return &storagev1.VolumeAttributesClass{ObjectMeta: metav1.ObjectMeta{Name: name}, DriverName: driver, Parameters: params}
 }

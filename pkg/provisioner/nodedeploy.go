@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,7 +53,7 @@ func (p *Provisioner) nodeShouldProvision(ctx context.Context, claim *v1.Persist
 	if err != nil || DelayBinding(class) {
 		return false // a delayed class waits for the scheduler's choice
 	}
-	if ds, err := DataSourceOf(claim); err == nil && ds.Kind == PopulatorSource {
+	if ds, err := request.DataSourceOf(claim); err == nil && ds.Kind == request.PopulatorSource {
 		return false // a volume populator's claim: no node takes it
 	}
 	p.scheduleOwnership(ctx, claim)
@@ -132,7 +133,7 @@ func (p *Provisioner) hasRoom(ctx context.Context, claim *v1.PersistentVolumeCla
 	if err != nil {
 		return false
 	}
-	name := VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
+	name := request.VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
 	prep, err := p.prepare(ctx, prepareInput{Claim: claim, Class: class, Node: node, Name: name})
 	if err != nil {
 		logger.V(4).Info("This node cannot take the claim", "err", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -295,7 +296,7 @@ func (s *Sweeper) fate(r ReportedVolume, abandonedWhy string) string {
 	case OtherCluster:
 		return "another cluster's mark: not deleted"
 	}
-	return fmt.Sprintf("no %s mark of this cluster: not provably ours, not deleted", OwnerKey)
+	return fmt.Sprintf("no %s mark of this cluster: not provably ours, not deleted", request.OwnerKey)
 }
 
 // deleteOutcome is what came of a deletion.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 // accounting is what the API says tracks volumes now: volume names (of
@@ -31,10 +32,10 @@ func (a accounting) tracks(id, name string) string {
 // would be provisioned under (while a claim exists, a CreateVolume of that
 // name may yet come), and the volume its in-flight record names. It is
 // pure.
-func (a accounting) accountClaims(claims []*v1.PersistentVolumeClaim, r RequestOptions) {
+func (a accounting) accountClaims(claims []*v1.PersistentVolumeClaim, r request.Options) {
 	for _, c := range claims {
 		by := "claim " + klog.KObj(c).String()
-		a.names[VolumeName(r.VolumeNamePrefix, string(c.UID), r.VolumeNameUUIDLen)] = by
+		a.names[request.VolumeName(r.VolumeNamePrefix, string(c.UID), r.VolumeNameUUIDLen)] = by
 		if _, name, ok := inflight.Volume(c); ok {
 			a.names[name] = by + " (in flight)"
 		}

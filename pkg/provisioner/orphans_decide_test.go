@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
@@ -27,9 +28,9 @@ func TestOwnershipOf(t *testing.T) {
 		{"another cluster's", ownerMark(otherCluster, v1.PersistentVolumeReclaimDelete), thisCluster, OtherCluster},
 		{"a prefix of our ID is another cluster", ownerMark("cluster", v1.PersistentVolumeReclaimDelete), thisCluster, OtherCluster},
 		{"a cluster ID with slashes", ownerMark("a/b", v1.PersistentVolumeReclaimDelete), "a/b", OwnedDelete},
-		{"no policy", map[string]string{OwnerKey: "/" + thisCluster}, thisCluster, Unmarked},
-		{"no cluster", map[string]string{OwnerKey: "Delete/"}, thisCluster, Unmarked},
-		{"no slash", map[string]string{OwnerKey: thisCluster}, thisCluster, Unmarked},
+		{"no policy", map[string]string{request.OwnerKey: "/" + thisCluster}, thisCluster, Unmarked},
+		{"no cluster", map[string]string{request.OwnerKey: "Delete/"}, thisCluster, Unmarked},
+		{"no slash", map[string]string{request.OwnerKey: thisCluster}, thisCluster, Unmarked},
 		{"we have no ID (report policy)", oursDelete, "", Unmarked},
 	}
 	for _, tt := range tests {
@@ -203,7 +204,7 @@ func TestListingMemory(t *testing.T) {
 func TestAccounting(t *testing.T) {
 	a := accounting{names: map[string]string{}, handles: map[string]string{}}
 	a.accountClaims([]*v1.PersistentVolumeClaim{sweepClaim("a", uidA, ""), sweepClaim("b", uidB, "pvc-renamed")},
-		RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: 8})
+		request.Options{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: 8})
 	a.accountVolumes(ktesting.NewLogger(t, ktesting.NewConfig()), []*v1.PersistentVolume{sweepPV("p1", driverNm, "h1"), sweepPV("p2", "other.csi", "h2"),
 		{ObjectMeta: metav1.ObjectMeta{Name: "nfs"}}, sweepPV("p3", driverNm, "projects/p/zones/z/disks/pvc-disk")}, driverNm)
 	tests := []struct {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 // savedBetweenReads is the hand-off falling between the sweep's first two
@@ -113,7 +114,7 @@ func TestSweepScenarios(t *testing.T) {
 			setup:        func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}, wantKept: map[string]string{volA: "history-unknown"}},
 		{name: "a malformed mark is no mark", policy: OrphanDelete,
-			setup:        func(w *sweepWorld) { w.volume(volA, "", map[string]string{OwnerKey: thisCluster}) },
+			setup:        func(w *sweepWorld) { w.volume(volA, "", map[string]string{request.OwnerKey: thisCluster}) },
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{Unmarked: 1}, wantKept: map[string]string{volA: "mark"}},
 		{name: "our Delete orphan made after the first listings, past MinAge, seen on two sweeps, is deleted", policy: OrphanDelete,
 			setup:       func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
@@ -328,7 +329,7 @@ func TestNewSweeperChecks(t *testing.T) {
 			if tt.change != nil {
 				tt.change(&o)
 			}
-			p := &Provisioner{o: Options{Driver: &listDriver{}, Request: RequestOptions{VolumeNamePrefix: "pvc", Owner: tt.owner}}}
+			p := &Provisioner{o: Options{Driver: &listDriver{}, Request: request.Options{VolumeNamePrefix: "pvc", Owner: tt.owner}}}
 			_, ctx := ktesting.NewTestContext(t)
 			_, err := p.NewSweeper(ctx, o)
 			checkErr(t, err, tt.wantErr)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 // The world the sweep's tests run in.
@@ -139,7 +140,7 @@ func newSweepWorld(t *testing.T, policy OrphanPolicy, driver ...string) *sweepWo
 		driver: &listDriver{name: name, vols: map[string]*csi.Volume{}}, rec: record.NewFakeRecorder(100),
 		reg: prometheus.NewRegistry(), clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	p := &Provisioner{o: Options{Client: w.client, Driver: w.driver,
-		Request: RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1, Owner: thisCluster}}}
+		Request: request.Options{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1, Owner: thisCluster}}}
 	s, err := w.newSweeper(p, SweepOptions{Policy: policy, MinAge: time.Hour, Interval: time.Minute, Recorder: w.rec,
 		Registerer: w.reg, Claims: corelisters.NewPersistentVolumeClaimLister(w.claims), Volumes: corelisters.NewPersistentVolumeLister(w.pvs)})
 	if err != nil {
@@ -307,7 +308,7 @@ var (
 )
 
 func ownerMark(cluster string, reclaim v1.PersistentVolumeReclaimPolicy) map[string]string {
-	return map[string]string{OwnerKey: OwnerMark(cluster, reclaim)}
+	return map[string]string{request.OwnerKey: request.OwnerMark(cluster, reclaim)}
 }
 
 var (

@@ -22,6 +22,7 @@ import (
 	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/migration"
 	"github.com/tether-csi/tether/pkg/nodeloss"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 // Driver is the part of a CSI connection the provisioner uses.
@@ -36,7 +37,7 @@ type Options struct {
 	Client kubernetes.Interface
 	Driver Driver
 	// Request shapes CreateVolume requests.
-	Request RequestOptions
+	Request request.Options
 	// Topology: whether the driver takes accessibility requirements
 	// (VOLUME_ACCESSIBILITY_CONSTRAINTS), and the --strict-topology and
 	// --immediate-topology settings.
@@ -55,7 +56,7 @@ type Options struct {
 	SnapshotClient snapclientset.Interface
 	// PreventVolumeModeConversion is --prevent-volume-mode-conversion: a
 	// restore into another volume mode than the snapshot's source needs
-	// AnnAllowVolumeModeChange on the snapshot's content.
+	// request.AnnAllowVolumeModeChange on the snapshot's content.
 	PreventVolumeModeConversion bool
 	// ModifyVolume: whether the driver has MODIFY_VOLUME. As in
 	// external-provisioner, a claim that names a VolumeAttributesClass
@@ -202,7 +203,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
-	name := VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
+	name := request.VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
 	if err := p.nameFree(name, claim); err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
@@ -248,9 +249,9 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 		}
 		return nil, outcome.State(), fmt.Errorf("CreateVolume %s: %w", name, err)
 	}
-	pv, err := BuildPV(resp, PVInput{
+	pv, err := request.BuildPV(resp, request.PVInput{
 		Name: name, Driver: p.o.Driver.DriverName(), Identity: p.o.Identity, Claim: claim,
-		ReclaimPolicy: reclaimPolicy(po.StorageClass), MountOptions: po.StorageClass.MountOptions,
+		ReclaimPolicy: request.ReclaimPolicy(po.StorageClass), MountOptions: po.StorageClass.MountOptions,
 		FSType: fsTypeFor(prep.params, p.o.Request.DefaultFSType), Secrets: prep.secretRefs,
 	})
 	if err == nil && migrated {
@@ -314,14 +315,7 @@ func (p *Provisioner) nameFree(name string, claim *v1.PersistentVolumeClaim) err
 	return fmt.Errorf("the volume name %s is taken by a PV of another claim; use a longer --volume-name-uuid-length", name)
 }
 
-func reclaimPolicy(class *storagev1.StorageClass) v1.PersistentVolumeReclaimPolicy {
-	if class.ReclaimPolicy == nil {
-		return v1.PersistentVolumeReclaimDelete
-	}
-	return *class.ReclaimPolicy
-}
-
-func fsTypeFor(params ClassParams, defaultFSType string) string {
+func fsTypeFor(params request.ClassParams, defaultFSType string) string {
 	if params.FSType != "" {
 		return params.FSType
 	}
@@ -331,8 +325,8 @@ func fsTypeFor(params ClassParams, defaultFSType string) string {
 // prepared is everything read and checked before CreateVolume.
 type prepared struct {
 	req        *csi.CreateVolumeRequest
-	params     ClassParams
-	secretRefs map[SecretKind]*v1.SecretReference
+	params     request.ClassParams
+	secretRefs map[request.SecretKind]*v1.SecretReference
 	// source is the checked data source, nil for none (and in a clean-up).
 	source *source
 }
@@ -367,7 +361,7 @@ func (p *Provisioner) prepare(ctx context.Context, in prepareInput) (*prepared, 
 			return nil, err
 		}
 		content = src.volumeContentSource()
-		if err := Supported(claim, p.o.ModifyVolume); err != nil {
+		if err := request.Supported(claim, p.o.ModifyVolume); err != nil {
 			return nil, err
 		}
 	} else {
@@ -388,21 +382,21 @@ func (p *Provisioner) prepare(ctx context.Context, in prepareInput) (*prepared, 
 	if err != nil {
 		return nil, err
 	}
-	params, err := ParseClassParams(class.Parameters)
+	params, err := request.ParseClassParams(class.Parameters)
 	if err != nil {
 		return nil, err
 	}
-	vars := TemplateVars{PVName: name, PVCName: claim.Name, PVCNamespace: claim.Namespace, PVCAnnotations: claim.Annotations}
-	out := &prepared{params: params, secretRefs: map[SecretKind]*v1.SecretReference{}}
+	vars := request.TemplateVars{PVName: name, PVCName: claim.Name, PVCNamespace: claim.Namespace, PVCAnnotations: claim.Annotations}
+	out := &prepared{params: params, secretRefs: map[request.SecretKind]*v1.SecretReference{}}
 	for kind, tmpl := range params.Secrets {
-		ref, err := ResolveSecret(tmpl, vars)
+		ref, err := request.ResolveSecret(tmpl, vars)
 		if err != nil {
 			return nil, fmt.Errorf("%s secret: %w", kind, err)
 		}
 		out.secretRefs[kind] = ref
 	}
 	var secrets map[string]string
-	if ref := out.secretRefs[ProvisionerSecret]; ref != nil {
+	if ref := out.secretRefs[request.ProvisionerSecret]; ref != nil {
 		if secrets, err = p.secret(ctx, ref); err != nil {
 			known, ok := p.secretsUsed.known(claim.UID)
 			if !in.CleanUp || !ok || !apierrors.IsNotFound(err) {
@@ -422,7 +416,7 @@ func (p *Provisioner) prepare(ctx context.Context, in prepareInput) (*prepared, 
 		}
 	}
 	out.source = src
-	out.req, err = BuildRequest(RequestInput{Claim: claim, Class: class, Params: params, Secrets: secrets,
+	out.req, err = request.Build(request.Input{Claim: claim, Class: class, Params: params, Secrets: secrets,
 		Topology: topology, Source: content, Name: name, Mutable: mutable}, p.o.Request)
 	return out, err
 }
@@ -432,7 +426,7 @@ func (p *Provisioner) secret(ctx context.Context, ref *v1.SecretReference) (map[
 	if err != nil {
 		return nil, &secretError{ref: ref, err: err}
 	}
-	return SecretData(s), nil
+	return request.SecretData(s), nil
 }
 
 // secretError is a secret that could not be read.
@@ -499,7 +493,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 		return err
 	}
 	// An empty deletion secret annotation (EP writes them on every PV) is
-	// no secret; see DeletionSecretRef.
+	// no secret; see request.DeletionSecretRef.
 	secrets, err := p.deletionSecrets(ctx, pv)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 // settleOp is what the in-flight reconciler does with a claim's record.
@@ -188,7 +189,7 @@ func settleWait(claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, now ti
 // made under another --volume-name-uuid-length) stands for the derived
 // name: a repeated CreateVolume of it can only reach this claim's volume.
 func (p *Provisioner) recordedVolume(claim *v1.PersistentVolumeClaim) string {
-	derived := VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
+	derived := request.VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
 	if _, name, ok := inflight.Volume(claim); ok && claim.UID != "" && strings.HasSuffix(name, "-"+string(claim.UID)) &&
 		validVolumeName(name) {
 		return name

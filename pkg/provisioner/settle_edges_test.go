@@ -11,6 +11,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 // The save grace ends at saveGrace: a record whose PV was handed to the
@@ -37,7 +38,7 @@ func TestSettleSaveGraceEndsAtSaveGrace(t *testing.T) {
 // this very claim (ending in its whole UID) and a valid PV name; any other
 // stands for the name derived under this provisioner's settings.
 func TestRecordedVolumeTakesOnlyThisClaimsValidName(t *testing.T) {
-	p := &Provisioner{o: Options{Request: RequestOptions{VolumeNamePrefix: "pvc"}}}
+	p := &Provisioner{o: Options{Request: request.Options{VolumeNamePrefix: "pvc"}}}
 	derived := "pvc-" + testUID
 	for _, c := range []struct {
 		name, record, want string

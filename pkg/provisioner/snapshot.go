@@ -5,24 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
+
+	"k8s.io/utils/ptr"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
-
-	"github.com/tether-csi/tether/pkg/inflight"
 )
 
 // Restores from a VolumeSnapshot, as external-provisioner v6.3.0 does them:
 // the snapshot must be ready, bound to a VolumeSnapshotContent of this
 // driver that points back at it, with a restore size no larger than the
 // request; a change of volume mode needs the content's
-// AnnAllowVolumeModeChange while --prevent-volume-mode-conversion is on.
+// request.AnnAllowVolumeModeChange while --prevent-volume-mode-conversion is on.
 // Provision puts FinalizerSnapshotSource on the snapshot before
 // CreateVolume and SnapshotProtection takes it off once no restore from it
 // is in progress, so that the clean-up of a deleted claim finds it again.
@@ -30,144 +31,6 @@ import (
 // FinalizerSnapshotSource keeps a VolumeSnapshot while a volume is restored
 // from it; external-provisioner uses the same name.
 const FinalizerSnapshotSource = "provisioner.storage.kubernetes.io/volumesnapshot-as-source-protection"
-
-// AnnAllowVolumeModeChange on a VolumeSnapshotContent, "true", lets a
-// volume of another mode than the snapshot's source be restored from it.
-const AnnAllowVolumeModeChange = "snapshot.storage.kubernetes.io/allow-volume-mode-change"
-
-// SourceKind is what a claim's data source is to the provisioner.
-type SourceKind int
-
-const (
-	// NoSource: an empty volume.
-	NoSource SourceKind = iota
-	// CloneSource: a PersistentVolumeClaim of the same namespace.
-	CloneSource
-	// SnapshotSource: a snapshot.storage.k8s.io VolumeSnapshot.
-	SnapshotSource
-	// PopulatorSource: any other kind, left to a volume populator.
-	PopulatorSource
-)
-
-// DataSource is a claim's data source, from spec.dataSource, else
-// spec.dataSourceRef, as external-provisioner reads them.
-type DataSource struct {
-	Kind SourceKind
-	// Name and Namespace of the source object; Group and TypeKind as the
-	// claim names them.
-	Name, Namespace, Group, TypeKind string
-}
-
-// DataSourceOf reads a claim's data source. A dataSourceRef into another
-// namespace is an error: external-provisioner takes one only behind its
-// alpha CrossNamespaceVolumeDataSource gate (off by default), with
-// Gateway API ReferenceGrants, and tether does not. It is pure.
-func DataSourceOf(claim *v1.PersistentVolumeClaim) (DataSource, error) {
-	var ds DataSource
-	switch {
-	case claim.Spec.DataSource != nil:
-		s := claim.Spec.DataSource
-		ds = DataSource{Name: s.Name, Namespace: claim.Namespace, TypeKind: s.Kind, Group: deref(s.APIGroup)}
-	case claim.Spec.DataSourceRef != nil:
-		s := claim.Spec.DataSourceRef
-		ds = DataSource{Name: s.Name, Namespace: claim.Namespace, TypeKind: s.Kind, Group: deref(s.APIGroup)}
-		if ns := deref(s.Namespace); ns != "" && ns != claim.Namespace {
-			return ds, fmt.Errorf("the data source %s %s/%s is in another namespace: cross-namespace data sources are not supported", s.Kind, ns, s.Name)
-		}
-	default:
-		return DataSource{}, nil
-	}
-	switch {
-	case ds.TypeKind == "PersistentVolumeClaim" && ds.Group == "":
-		ds.Kind = CloneSource
-	case ds.TypeKind == "VolumeSnapshot" && ds.Group == snapv1.GroupName:
-		ds.Kind = SnapshotSource
-	default:
-		ds.Kind = PopulatorSource
-	}
-	if ds.Name == "" && ds.Kind != PopulatorSource {
-		return ds, fmt.Errorf("the data source %s has no name", ds.TypeKind)
-	}
-	return ds, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-// SnapshotInput is what a restore is checked on, read from the API.
-type SnapshotInput struct {
-	Claim    *v1.PersistentVolumeClaim
-	Snapshot *snapv1.VolumeSnapshot
-	// Content is the VolumeSnapshotContent the snapshot's status names,
-	// nil when it names none or it does not exist.
-	Content *snapv1.VolumeSnapshotContent
-	// Driver is this provisioner's driver.
-	Driver string
-	// PreventVolumeModeConversion is --prevent-volume-mode-conversion.
-	PreventVolumeModeConversion bool
-	// CleanUp: the request repeats a deleted claim's CreateVolume, to find
-	// its volume; a snapshot being deleted is taken.
-	CleanUp bool
-}
-
-// CheckSnapshotSource checks a restore and returns its content source. A
-// snapshot being deleted is taken only by a claim whose restore started
-// already (it holds the in-flight record and the snapshot still carries
-// FinalizerSnapshotSource), or by a clean-up: a repeated CreateVolume must
-// find the same volume. The snapshot's handle comes from its bound
-// content, never from the claim. It is pure.
-func CheckSnapshotSource(in SnapshotInput) (*csi.VolumeContentSource, error) {
-	snap, content, claim := in.Snapshot, in.Content, in.Claim
-	name := snap.Name
-	started := inflight.Holds(claim) && slices.Contains(snap.Finalizers, FinalizerSnapshotSource)
-	if snap.DeletionTimestamp != nil && !started && !in.CleanUp {
-		return nil, fmt.Errorf("snapshot %s is being deleted", name)
-	}
-	if snap.Status == nil || deref(snap.Status.BoundVolumeSnapshotContentName) == "" {
-		return nil, fmt.Errorf("snapshot %s is not bound to a VolumeSnapshotContent yet", name)
-	}
-	contentName := *snap.Status.BoundVolumeSnapshotContentName
-	if content == nil {
-		return nil, fmt.Errorf("snapshot %s: its VolumeSnapshotContent %s does not exist", name, contentName)
-	}
-	if ref := content.Spec.VolumeSnapshotRef; ref.UID != snap.UID || ref.Namespace != snap.Namespace || ref.Name != snap.Name {
-		return nil, fmt.Errorf("snapshot %s: its VolumeSnapshotContent %s is bound to another snapshot (%s/%s)", name, contentName, ref.Namespace, ref.Name)
-	}
-	if content.Spec.Driver != in.Driver {
-		return nil, fmt.Errorf("snapshot %s: its VolumeSnapshotContent %s belongs to the driver %s, not %s", name, contentName, content.Spec.Driver, in.Driver)
-	}
-	if snap.Status.ReadyToUse == nil || !*snap.Status.ReadyToUse {
-		return nil, fmt.Errorf("snapshot %s is not ready to use yet", name)
-	}
-	if content.Status == nil || deref(content.Status.SnapshotHandle) == "" {
-		return nil, fmt.Errorf("snapshot %s: its VolumeSnapshotContent %s has no snapshot handle yet", name, contentName)
-	}
-	handle := *content.Status.SnapshotHandle
-	if size := snap.Status.RestoreSize; size != nil {
-		want := claim.Spec.Resources.Requests[v1.ResourceStorage]
-		if want.Cmp(*size) < 0 {
-			return nil, fmt.Errorf("the claim requests %s, less than the restore size %s of snapshot %s", want.String(), size.String(), name)
-		}
-	}
-	if in.PreventVolumeModeConversion && content.Spec.SourceVolumeMode != nil && claim.Spec.VolumeMode != nil &&
-		*content.Spec.SourceVolumeMode != *claim.Spec.VolumeMode {
-		allowed, err := strconv.ParseBool(content.Annotations[AnnAllowVolumeModeChange])
-		if err != nil || !allowed {
-			return nil, fmt.Errorf("snapshot %s is of a %s volume and the claim asks for %s: a change of volume mode needs the annotation %s=true on its VolumeSnapshotContent %s",
-				name, *content.Spec.SourceVolumeMode, *claim.Spec.VolumeMode, AnnAllowVolumeModeChange, contentName)
-		}
-	}
-	return snapshotContentSource(handle), nil
-}
-
-func snapshotContentSource(handle string) *csi.VolumeContentSource {
-	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
-		Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: handle}}}
-}
 
 // source is a claim's checked content source, with the object to protect.
 type source struct {
@@ -187,20 +50,20 @@ func (s *source) volumeContentSource() *csi.VolumeContentSource {
 // neither a claim nor a VolumeSnapshot is left to a volume populator: an
 // IgnoredError, which the library neither retries nor reports.
 func (p *Provisioner) contentSource(ctx context.Context, claim *v1.PersistentVolumeClaim, cleanUp bool) (*source, error) {
-	ds, err := DataSourceOf(claim)
+	ds, err := request.DataSourceOf(claim)
 	if err != nil {
 		return nil, err
 	}
 	switch ds.Kind {
-	case NoSource:
+	case request.NoSource:
 		return nil, nil
-	case CloneSource:
+	case request.CloneSource:
 		content, src, err := p.cloneSource(ctx, claim, ds.Name, cleanUp)
 		if err != nil {
 			return nil, err
 		}
 		return &source{content: content, claim: src}, nil
-	case SnapshotSource:
+	case request.SnapshotSource:
 		return p.snapshotSource(ctx, claim, ds.Name, cleanUp)
 	}
 	return nil, &controller.IgnoredError{Reason: fmt.Sprintf("the data source %s %q (group %q) is left to a volume populator", ds.TypeKind, ds.Name, ds.Group)}
@@ -221,18 +84,25 @@ func (p *Provisioner) snapshotSource(ctx context.Context, claim *v1.PersistentVo
 		return nil, fmt.Errorf("snapshot %s: %w", name, err)
 	}
 	var content *snapv1.VolumeSnapshotContent
-	if snap.Status != nil && deref(snap.Status.BoundVolumeSnapshotContentName) != "" {
+	if snap.Status != nil && ptr.Deref(snap.Status.BoundVolumeSnapshotContentName, "") != "" {
 		content, err = p.o.SnapshotClient.SnapshotV1().VolumeSnapshotContents().Get(ctx, *snap.Status.BoundVolumeSnapshotContentName, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("snapshot %s: its VolumeSnapshotContent: %w", name, err)
 		}
 	}
-	cs, err := CheckSnapshotSource(SnapshotInput{Claim: claim, Snapshot: snap, Content: content, Driver: p.o.Driver.DriverName(),
-		PreventVolumeModeConversion: p.o.PreventVolumeModeConversion, CleanUp: cleanUp})
+	cs, err := request.CheckSnapshotSource(request.SnapshotInput{Claim: claim, Snapshot: snap, Content: content, Driver: p.o.Driver.DriverName(),
+		PreventVolumeModeConversion: p.o.PreventVolumeModeConversion, Started: restoreStarted(claim, snap), CleanUp: cleanUp})
 	if err != nil {
 		return nil, err
 	}
 	return &source{content: cs, snapshot: snap}, nil
+}
+
+// restoreStarted reports whether a claim's restore from snap started
+// already: the claim holds the in-flight record and the snapshot still
+// carries FinalizerSnapshotSource.
+func restoreStarted(claim *v1.PersistentVolumeClaim, snap *snapv1.VolumeSnapshot) bool {
+	return inflight.Holds(claim) && slices.Contains(snap.Finalizers, FinalizerSnapshotSource)
 }
 
 // protectSnapshot adds FinalizerSnapshotSource to a restore's snapshot.

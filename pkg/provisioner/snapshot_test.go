@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 const (
@@ -60,42 +61,15 @@ func restoring(handle string) claimOpt {
 	}
 }
 
-func TestDataSourceOf(t *testing.T) {
-	tests := []struct {
-		name    string
-		claim   *v1.PersistentVolumeClaim
-		want    SourceKind
-		wantErr string
-	}{
-		{name: "none", claim: newClaim(), want: NoSource},
-		{name: "a claim", claim: newClaim(cloneOf("src")), want: CloneSource},
-		{name: "a snapshot", claim: newClaim(restoreOf("snap")), want: SnapshotSource},
-		{name: "a snapshot in dataSourceRef only", claim: newClaim(restoreOf("snap"), func(c *v1.PersistentVolumeClaim) { c.Spec.DataSource = nil }),
-			want: SnapshotSource},
-		{name: "a VolumeSnapshot of another group: a populator's", claim: newClaim(func(c *v1.PersistentVolumeClaim) {
-			c.Spec.DataSourceRef = &v1.TypedObjectReference{APIGroup: ptr.To("example.com"), Kind: "VolumeSnapshot", Name: "x"}
-		}), want: PopulatorSource},
-		{name: "a populator's kind", claim: newClaim(func(c *v1.PersistentVolumeClaim) {
-			c.Spec.DataSourceRef = &v1.TypedObjectReference{APIGroup: ptr.To("hello.example.com"), Kind: "Hello", Name: "x"}
-		}), want: PopulatorSource},
-		{name: "a snapshot in another namespace", claim: newClaim(func(c *v1.PersistentVolumeClaim) {
-			c.Spec.DataSourceRef = &v1.TypedObjectReference{APIGroup: ptr.To(snapv1.GroupName), Kind: "VolumeSnapshot", Name: "x", Namespace: ptr.To("other")}
-		}), wantErr: "cross-namespace data sources are not supported"},
-		{name: "a dataSourceRef naming the claim's own namespace", claim: newClaim(func(c *v1.PersistentVolumeClaim) {
-			c.Spec.DataSourceRef = &v1.TypedObjectReference{APIGroup: ptr.To(snapv1.GroupName), Kind: "VolumeSnapshot", Name: "x", Namespace: ptr.To(testNS)}
-		}), want: SnapshotSource},
-		{name: "a snapshot without a name", claim: newClaim(restoreOf("")), wantErr: "has no name"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ds, err := DataSourceOf(tt.claim)
-			if !checkErr(t, err, tt.wantErr) {
-				return
-			}
-			if ds.Kind != tt.want {
-				t.Errorf("kind %v, want %v", ds.Kind, tt.want)
-			}
-		})
+func TestPopulatorSourceIgnored(t *testing.T) {
+	p := &Provisioner{o: Options{Driver: cloneDriver{}}}
+	claim := newClaim(func(c *v1.PersistentVolumeClaim) {
+		c.Spec.DataSourceRef = &v1.TypedObjectReference{APIGroup: ptr.To("hello.example.com"), Kind: "Hello", Name: "x"}
+	})
+	_, err := p.contentSource(t.Context(), claim, false)
+	var ignored *controller.IgnoredError
+	if !errors.As(err, &ignored) {
+		t.Fatalf("a populator's data source: %v, want an IgnoredError", err)
 	}
 }
 
@@ -110,10 +84,10 @@ func TestCheckSnapshotSource(t *testing.T) {
 		wantErr    string
 	}{
 		{name: "ready, bound, same driver and size", claim: newClaim(restoreOf(testSnap))},
-		{name: "a larger request", claim: newClaim(restoreOf(testSnap), request("2Gi"))},
-		{name: "no restore size given", claim: newClaim(restoreOf(testSnap), request("1Mi")),
+		{name: "a larger request", claim: newClaim(restoreOf(testSnap), requested("2Gi"))},
+		{name: "no restore size given", claim: newClaim(restoreOf(testSnap), requested("1Mi")),
 			change: func(s *snapv1.VolumeSnapshot, _ *snapv1.VolumeSnapshotContent) { s.Status.RestoreSize = nil }},
-		{name: "restore size larger than the request", claim: newClaim(restoreOf(testSnap), request("512Mi")),
+		{name: "restore size larger than the request", claim: newClaim(restoreOf(testSnap), requested("512Mi")),
 			wantErr: "less than the restore size 1Gi"},
 		{name: "not bound", claim: newClaim(restoreOf(testSnap)), wantErr: "not bound",
 			change: func(s *snapv1.VolumeSnapshot, _ *snapv1.VolumeSnapshotContent) { s.Status = nil }},
@@ -129,15 +103,15 @@ func TestCheckSnapshotSource(t *testing.T) {
 		{name: "no handle yet", claim: newClaim(restoreOf(testSnap)), wantErr: "no snapshot handle",
 			change: func(_ *snapv1.VolumeSnapshot, c *snapv1.VolumeSnapshotContent) { c.Status = nil }},
 		{name: "Block from a Filesystem snapshot: refused", claim: newClaim(restoreOf(testSnap), volumeMode(block)),
-			wantErr: AnnAllowVolumeModeChange + "=true"},
+			wantErr: request.AnnAllowVolumeModeChange + "=true"},
 		{name: "Block from a Filesystem snapshot, the content allows it", claim: newClaim(restoreOf(testSnap), volumeMode(block)),
 			change: func(_ *snapv1.VolumeSnapshot, c *snapv1.VolumeSnapshotContent) {
-				c.Annotations = map[string]string{AnnAllowVolumeModeChange: "true"}
+				c.Annotations = map[string]string{request.AnnAllowVolumeModeChange: "true"}
 			}},
 		{name: "Block from a Filesystem snapshot, the content says false", claim: newClaim(restoreOf(testSnap), volumeMode(block)),
 			wantErr: "needs the annotation",
 			change: func(_ *snapv1.VolumeSnapshot, c *snapv1.VolumeSnapshotContent) {
-				c.Annotations = map[string]string{AnnAllowVolumeModeChange: "false"}
+				c.Annotations = map[string]string{request.AnnAllowVolumeModeChange: "false"}
 			}},
 		{name: "Block from a Filesystem snapshot, --prevent-volume-mode-conversion=false", claim: newClaim(restoreOf(testSnap), volumeMode(block)),
 			allowModes: true},
@@ -170,8 +144,8 @@ func TestCheckSnapshotSource(t *testing.T) {
 			if tt.noContent {
 				content = nil
 			}
-			cs, err := CheckSnapshotSource(SnapshotInput{Claim: tt.claim, Snapshot: snap, Content: content, Driver: driverNm,
-				PreventVolumeModeConversion: !tt.allowModes})
+			cs, err := request.CheckSnapshotSource(request.SnapshotInput{Claim: tt.claim, Snapshot: snap, Content: content, Driver: driverNm,
+				PreventVolumeModeConversion: !tt.allowModes, Started: restoreStarted(tt.claim, snap)})
 			if !checkErr(t, err, tt.wantErr) {
 				return
 			}
@@ -179,17 +153,5 @@ func TestCheckSnapshotSource(t *testing.T) {
 				t.Errorf("content source snapshot %q, want %s", got, testHandle)
 			}
 		})
-	}
-}
-
-func TestPopulatorSourceIgnored(t *testing.T) {
-	p := &Provisioner{o: Options{Driver: cloneDriver{}}}
-	claim := newClaim(func(c *v1.PersistentVolumeClaim) {
-		c.Spec.DataSourceRef = &v1.TypedObjectReference{APIGroup: ptr.To("hello.example.com"), Kind: "Hello", Name: "x"}
-	})
-	_, err := p.contentSource(t.Context(), claim, false)
-	var ignored *controller.IgnoredError
-	if !errors.As(err, &ignored) {
-		t.Fatalf("a populator's data source: %v, want an IgnoredError", err)
 	}
 }

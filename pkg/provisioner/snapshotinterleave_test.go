@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 // snapWant is the outcome of a restore scenario, beside the env's want.
@@ -189,7 +190,7 @@ func TestRestoreInterleavings(t *testing.T) {
 		},
 		{
 			name:  "restore size larger than the request: refused, nothing made",
-			claim: newClaim(restoreOf(testSnap), request("100Mi")),
+			claim: newClaim(restoreOf(testSnap), requested("100Mi")),
 			steps: func(s *snapEnv) { s.failsWith("less than the restore size") },
 		},
 		{
@@ -216,14 +217,14 @@ func TestRestoreInterleavings(t *testing.T) {
 		{
 			name:  "Block from a Filesystem snapshot: refused",
 			claim: newClaim(restoreOf(testSnap), volumeMode(block)),
-			steps: func(s *snapEnv) { s.failsWith(AnnAllowVolumeModeChange) },
+			steps: func(s *snapEnv) { s.failsWith(request.AnnAllowVolumeModeChange) },
 		},
 		{
 			name:  "Block from a Filesystem snapshot whose content allows the change: restored",
 			claim: newClaim(restoreOf(testSnap), volumeMode(block)),
 			steps: func(s *snapEnv) {
 				s.changeSnapshot(func(_ *snapv1.VolumeSnapshot, c *snapv1.VolumeSnapshotContent) {
-					c.Annotations = map[string]string{AnnAllowVolumeModeChange: "true"}
+					c.Annotations = map[string]string{request.AnnAllowVolumeModeChange: "true"}
 				})
 				s.mustRestore()
 			},

@@ -8,6 +8,7 @@ import (
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	snapclientset "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -150,8 +151,8 @@ func releaseSnapshot(ctx context.Context, client snapclientset.Interface, snap *
 // SnapshotSourceName is the name of the VolumeSnapshot a claim is restored
 // from, in its own namespace.
 func SnapshotSourceName(claim *v1.PersistentVolumeClaim) (string, bool) {
-	ds, err := DataSourceOf(claim)
-	if err != nil || ds.Kind != SnapshotSource {
+	ds, err := request.DataSourceOf(claim)
+	if err != nil || ds.Kind != request.SnapshotSource {
 		return "", false
 	}
 	return ds.Name, true

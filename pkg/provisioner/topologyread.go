@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,7 +14,7 @@ import (
 
 // topology gathers the segments the requirement is built from.
 func (p *Provisioner) topology(claim *v1.PersistentVolumeClaim, class *storagev1.StorageClass, node *v1.Node) (*csi.TopologyRequirement, error) {
-	in := TopologyInput{Allowed: class.AllowedTopologies, ClaimName: claim.Name,
+	in := request.TopologyInput{Allowed: class.AllowedTopologies, ClaimName: claim.Name,
 		Strict: p.o.StrictTopology, Immediate: p.o.ImmediateTopology}
 	driver := p.o.Driver.DriverName()
 	// nodeKeys: the selected node's registered keys (nil without one).
@@ -36,11 +37,11 @@ func (p *Provisioner) topology(claim *v1.PersistentVolumeClaim, class *storagev1
 			return nil, &rescheduleError{fmt.Errorf("the driver %s is not registered on the selected node %s", driver, node.Name)}
 		}
 		nodeKeys = append([]string{}, keys...)
-		if in.Node, err = NodeSegment(node, keys); err != nil {
+		if in.Node, err = request.NodeSegment(node, keys); err != nil {
 			return nil, err
 		}
 		if in.Strict {
-			return Requirement(in)
+			return request.Requirement(in)
 		}
 	} else if !in.Immediate && len(in.Allowed) == 0 {
 		return nil, nil
@@ -49,7 +50,7 @@ func (p *Provisioner) topology(claim *v1.PersistentVolumeClaim, class *storagev1
 	if err != nil {
 		return nil, err
 	}
-	var registered []RegisteredNode
+	var registered []request.RegisteredNode
 	for _, cn := range csiNodes {
 		keys, ok := driverKeys(cn, driver)
 		if !ok || len(keys) == 0 {
@@ -59,19 +60,19 @@ func (p *Provisioner) topology(claim *v1.PersistentVolumeClaim, class *storagev1
 		if err != nil {
 			continue // a node being removed
 		}
-		registered = append(registered, RegisteredNode{Name: n.Name, Keys: keys, Labels: n.Labels})
+		registered = append(registered, request.RegisteredNode{Name: n.Name, Keys: keys, Labels: n.Labels})
 	}
 	// As EP v6.4.0: a selected node's key set alone, else every key set
 	// registered, each from the nodes that registered it.
 	var keySets [][]string
-	in.Cluster, keySets = ClusterSegments(registered, nodeKeys)
+	in.Cluster, keySets = request.ClusterSegments(registered, nodeKeys)
 	if node == nil && len(in.Allowed) == 0 && len(keySets) > 0 && len(in.Cluster) == 0 {
 		// As EP: the driver registered topology keys, and no node has
 		// them as labels: no requirement would let the volume land on a
 		// node that cannot reach it.
 		return nil, fmt.Errorf("the topology keys %v the driver registered are on no node's labels", keySets)
 	}
-	return Requirement(in)
+	return request.Requirement(in)
 }
 
 // driverKeys are the topology keys a CSINode registers for the driver;

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,30 +15,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 )
-
-// Supported refuses, as external-provisioner does, a claim that this
-// provisioner cannot serve whatever its class says: one with a label
-// selector (a new volume has no labels to match), and one that names a
-// VolumeAttributesClass when the driver lacks MODIFY_VOLUME. It is pure.
-func Supported(claim *v1.PersistentVolumeClaim, modifyVolume bool) error {
-	if ptr.Deref(claim.Spec.VolumeAttributesClassName, "") != "" && !modifyVolume {
-		return errors.New("the CSI driver does not support VolumeAttributesClass: it does not report the controller capability MODIFY_VOLUME")
-	}
-	if claim.Spec.Selector != nil {
-		return errors.New("claim Selector is not supported: a provisioned volume has no labels to match it")
-	}
-	return nil
-}
-
-// MutableParameters are the parameters a VolumeAttributesClass gives a
-// CreateVolume of driver (its mutable_parameters). A class of another
-// driver is an error. It is pure.
-func MutableParameters(vac *storagev1.VolumeAttributesClass, driver string) (map[string]string, error) {
-	if vac.DriverName != driver {
-		return nil, fmt.Errorf("the VolumeAttributesClass %s is for the driver %q, not %q", vac.Name, vac.DriverName, driver)
-	}
-	return maps.Clone(vac.Parameters), nil
-}
 
 // mutableParameters reads the claim's VolumeAttributesClass, if it names
 // one. A class that does not exist (yet) is an error, which the library
@@ -62,7 +38,7 @@ func (p *Provisioner) mutableParameters(ctx context.Context, claim *v1.Persisten
 	if err != nil {
 		return nil, fmt.Errorf("reading the VolumeAttributesClass %s: %w", name, err)
 	}
-	params, err := MutableParameters(vac, p.o.Driver.DriverName())
+	params, err := request.MutableParameters(vac, p.o.Driver.DriverName())
 	if cleanUp && err != nil {
 		klog.FromContext(ctx).Info("Repeating CreateVolume without the VolumeAttributesClass's parameters", "pvc", klog.KObj(claim), "err", err)
 		return nil, nil

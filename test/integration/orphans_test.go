@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tcsi "github.com/tether-csi/tether/pkg/csi"
-	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"github.com/tether-csi/tether/test/cluster"
 )
 
@@ -59,7 +59,7 @@ func TestOrphanSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours := provisioner.OwnerMark(string(ks.UID), corev1.PersistentVolumeReclaimDelete)
+	ours := request.OwnerMark(string(ks.UID), corev1.PersistentVolumeReclaimDelete)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -68,7 +68,7 @@ func TestOrphanSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if mark := volumeContexts(t, conn)[keptDisk][provisioner.OwnerKey]; mark != ours {
+	if mark := volumeContexts(t, conn)[keptDisk][request.OwnerKey]; mark != ours {
 		t.Errorf("the provisioned volume's mark is %q, want %q", mark, ours)
 	}
 	create := func(name, mark string) {
@@ -78,7 +78,7 @@ func TestOrphanSweep(t *testing.T) {
 			VolumeCapabilities: []*csi.VolumeCapability{{AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
 				AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}}}}}
 		if mark != "" {
-			req.Parameters = map[string]string{provisioner.OwnerKey: mark}
+			req.Parameters = map[string]string{request.OwnerKey: mark}
 		}
 		if _, err := conn.CreateVolume(ctx, req); err != nil {
 			t.Fatal(err)
@@ -87,7 +87,7 @@ func TestOrphanSweep(t *testing.T) {
 	unmarked, retained := "pvc-"+uuid.NewString(), "pvc-"+uuid.NewString()
 	create(unmarked, "")
 	create("hand-made", ours)
-	create(retained, provisioner.OwnerMark(string(ks.UID), corev1.PersistentVolumeReclaimRetain))
+	create(retained, request.OwnerMark(string(ks.UID), corev1.PersistentVolumeReclaimRetain))
 
 	// The admin keeps keep-disk's disk: Retain, the claim goes, the
 	// Released PV is deleted.

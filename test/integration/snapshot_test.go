@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"github.com/tether-csi/tether/test/cluster"
 )
 
@@ -182,7 +183,7 @@ func TestRestores(t *testing.T) {
 
 	t.Run("Block from a Filesystem snapshot: refused until its content allows the change", func(t *testing.T) {
 		mustCreate(t, pvcs.Create, restoreClaim("block", "snap", "snap-1", "1Gi", corev1.PersistentVolumeBlock))
-		waitEvent(t, cs, "default", "block", "ProvisioningFailed", provisioner.AnnAllowVolumeModeChange)
+		waitEvent(t, cs, "default", "block", "ProvisioningFailed", request.AnnAllowVolumeModeChange)
 		if pvc := getClaim(t, cs, "block"); pvc.Spec.VolumeName != "" {
 			t.Fatalf("the Block claim got %s", pvc.Spec.VolumeName)
 		}
@@ -195,7 +196,7 @@ func TestRestores(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		metav1.SetMetaDataAnnotation(&content.ObjectMeta, provisioner.AnnAllowVolumeModeChange, "true")
+		metav1.SetMetaDataAnnotation(&content.ObjectMeta, request.AnnAllowVolumeModeChange, "true")
 		if _, err := contents.Update(t.Context(), content, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -314,5 +315,5 @@ func TestInteropUpstreamProvisionerRestoresWithOurBinder(t *testing.T) {
 	}
 	waitReleased(t, sc, "snap-1")
 	mustCreate(t, pvcs.Create, restoreClaim("block", "snap", "snap-1", "1Gi", corev1.PersistentVolumeBlock))
-	waitEvent(t, cs, "default", "block", "ProvisioningFailed", provisioner.AnnAllowVolumeModeChange)
+	waitEvent(t, cs, "default", "block", "ProvisioningFailed", request.AnnAllowVolumeModeChange)
 }

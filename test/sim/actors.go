@@ -11,7 +11,7 @@ import (
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/tether-csi/tether/pkg/inflight"
-	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 // pick returns a random element of s (s must not be empty).
@@ -83,7 +83,7 @@ func (w *World) tenantForge() string {
 		}
 	}
 	for _, c := range w.api.claims() {
-		victims = append(victims, provisioner.VolumeName(prefix, string(c.UID), -1))
+		victims = append(victims, request.VolumeName(prefix, string(c.UID), -1))
 	}
 	if len(nss) == 0 || len(victims) == 0 {
 		return "tenant: nothing to forge"
@@ -276,7 +276,7 @@ func (w *World) otherCluster() string {
 	w.back.ids++
 	name := fmt.Sprintf("%s-0000bbbb-0000-4000-8000-%012x", prefix, w.back.ids)
 	vol := &backendVolume{Name: name, Request: "cap=1073741824", Other: true,
-		Context: map[string]string{provisioner.OwnerKey: "Delete/" + otherOwner}}
+		Context: map[string]string{request.OwnerKey: "Delete/" + otherOwner}}
 	if w.cfg.Node {
 		vol.Node = pick(w, nodeNames)
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 const (
@@ -170,8 +171,8 @@ func (d *driver) create(req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse
 	}
 	vol := &backendVolume{Name: req.GetName(), Node: d.node, Request: rk, Source: sourceOf(req), Context: map[string]string{},
 		Upstream: d.upstream}
-	if o := req.GetParameters()[provisioner.OwnerKey]; o != "" {
-		vol.Context[provisioner.OwnerKey] = o
+	if o := req.GetParameters()[request.OwnerKey]; o != "" {
+		vol.Context[request.OwnerKey] = o
 	}
 	switch w.driverFault() {
 	case dfTimeoutMade:

@@ -9,11 +9,12 @@ import (
 
 	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
 // ownName is the volume name tether derives from a claim's UID.
 func ownName(c *v1.PersistentVolumeClaim) string {
-	return provisioner.VolumeName(prefix, string(c.UID), -1)
+	return request.VolumeName(prefix, string(c.UID), -1)
 }
 
 // uidOfName is the claim UID in one of our volume names.

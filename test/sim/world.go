@@ -20,6 +20,7 @@ import (
 
 	"github.com/tether-csi/tether/pkg/binder"
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"github.com/tether-csi/tether/pkg/server"
 )
 
@@ -290,7 +291,7 @@ func (w *World) newTether(i int) *provProc {
 	}
 	var err error
 	p.prov, err = provisioner.New(provisioner.Options{Client: p.client, Driver: p.drv, Node: node,
-		Request:  provisioner.RequestOptions{VolumeNamePrefix: prefix, VolumeNameUUIDLen: -1, Owner: owner},
+		Request:  request.Options{VolumeNamePrefix: prefix, VolumeNameUUIDLen: -1, Owner: owner},
 		Topology: true, ModifyVolume: true, Clone: true, PublishUnpublish: w.cfg.Attach, Identity: "sim",
 		Snapshots: true, SnapshotClient: p.snapClient, PreventVolumeModeConversion: true,
 		Claims:  corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),

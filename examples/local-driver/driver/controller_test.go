@@ -11,10 +11,9 @@ import (
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/tether-csi/tether/pkg/provisioner"
 )
 
 func TestCapacityAccounting(t *testing.T) {
@@ -336,8 +335,8 @@ func TestIdentity(t *testing.T) {
 // context of CreateVolume (also a repeated one) and ListVolumes, and after
 // a restart; other parameters do not.
 func TestOwnerMarkEchoed(t *testing.T) {
-	if OwnerParameter != provisioner.OwnerKey {
-		t.Fatalf("the driver echoes %q, tether marks with %q", OwnerParameter, provisioner.OwnerKey)
+	if OwnerParameter != request.OwnerKey {
+		t.Fatalf("the driver echoes %q, tether marks with %q", OwnerParameter, request.OwnerKey)
 	}
 	root := t.TempDir()
 	td := openTestDriver(t, root, 10*gi)

@@ -1,4 +1,4 @@
-package provisioner
+package request
 
 import (
 	"maps"
@@ -124,23 +124,23 @@ func TestBuildRequestCapabilities(t *testing.T) {
 		name    string
 		claim   *v1.PersistentVolumeClaim
 		class   *storagev1.StorageClass
-		opts    RequestOptions
+		opts    Options
 		want    []*csi.VolumeCapability
 		wantErr string
 	}{
 		{name: "fsType from the class key", claim: newClaim(), class: newClass(kv("csi.storage.k8s.io/fstype", "xfs")),
-			opts: RequestOptions{DefaultFSType: "ext4"}, want: []*csi.VolumeCapability{mountCap(sw, "xfs")}},
+			opts: Options{DefaultFSType: "ext4"}, want: []*csi.VolumeCapability{mountCap(sw, "xfs")}},
 		{name: "fsType from the deprecated key", claim: newClaim(), class: newClass(kv("fstype", "ext3")),
-			opts: RequestOptions{DefaultFSType: "ext4"}, want: []*csi.VolumeCapability{mountCap(sw, "ext3")}},
+			opts: Options{DefaultFSType: "ext4"}, want: []*csi.VolumeCapability{mountCap(sw, "ext3")}},
 		{name: "default fsType", claim: newClaim(), class: newClass(nil),
-			opts: RequestOptions{DefaultFSType: "ext4"}, want: []*csi.VolumeCapability{mountCap(sw, "ext4")}},
+			opts: Options{DefaultFSType: "ext4"}, want: []*csi.VolumeCapability{mountCap(sw, "ext4")}},
 		{name: "class mount options", claim: newClaim(modes(v1.ReadWriteMany)), class: newClass(nil, "noatime", "nfsvers=4.1"),
 			want: []*csi.VolumeCapability{mountCap(mnmw, "", "noatime", "nfsvers=4.1")}},
 		{name: "block ignores fsType and mount options", claim: newClaim(volumeMode(v1.PersistentVolumeBlock)),
-			class: newClass(kv("csi.storage.k8s.io/fstype", "xfs"), "noatime"), opts: RequestOptions{DefaultFSType: "ext4"},
+			class: newClass(kv("csi.storage.k8s.io/fstype", "xfs"), "noatime"), opts: Options{DefaultFSType: "ext4"},
 			want: []*csi.VolumeCapability{blockCap(sw)}},
 		{name: "SINGLE_NODE_MULTI_WRITER from the options", claim: newClaim(modes(v1.ReadWriteOnce, v1.ReadWriteOncePod)), class: newClass(nil),
-			opts: RequestOptions{SingleNodeMultiWriter: true}, want: []*csi.VolumeCapability{mountCap(smw, ""), mountCap(ssw, "")}},
+			opts: Options{SingleNodeMultiWriter: true}, want: []*csi.VolumeCapability{mountCap(smw, ""), mountCap(ssw, "")}},
 		{name: "unknown volumeMode", claim: newClaim(volumeMode("Tape")), class: newClass(nil), wantErr: "unknown volumeMode"},
 		{name: "no access modes", claim: newClaim(modes()), class: newClass(nil), wantErr: "no access modes"},
 	}
@@ -150,7 +150,7 @@ func TestBuildRequestCapabilities(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := BuildRequest(RequestInput{Claim: tt.claim, Class: tt.class, Params: params}, tt.opts)
+			got, err := Build(Input{Claim: tt.claim, Class: tt.class, Params: params}, tt.opts)
 			if !checkErr(t, err, tt.wantErr) {
 				return
 			}
@@ -168,27 +168,27 @@ func TestCapacityRange(t *testing.T) {
 		want    *csi.CapacityRange
 		wantErr string
 	}{
-		{name: "request", claim: newClaim(request("10Gi")), want: &csi.CapacityRange{RequiredBytes: 10 << 30}},
-		{name: "decimal request", claim: newClaim(request("1G")), want: &csi.CapacityRange{RequiredBytes: 1e9}},
-		{name: "fractional bytes round up", claim: newClaim(request("1500m")), want: &csi.CapacityRange{RequiredBytes: 2}},
-		{name: "zero request", claim: newClaim(request("0")), want: &csi.CapacityRange{}},
-		{name: "request and limit", claim: newClaim(request("1Gi"), limit("2Gi")), want: &csi.CapacityRange{RequiredBytes: 1 << 30, LimitBytes: 2 << 30}},
-		{name: "limit equal to request", claim: newClaim(request("1Gi"), limit("1Gi")), want: &csi.CapacityRange{RequiredBytes: 1 << 30, LimitBytes: 1 << 30}},
-		{name: "limit below request", claim: newClaim(request("2Gi"), limit("1Gi")), wantErr: "storage limit 1Gi is below its request 2Gi"},
-		{name: "negative limit", claim: newClaim(request("1Gi"), limit("-1Gi")), wantErr: "below its request"},
+		{name: "request", claim: newClaim(requested("10Gi")), want: &csi.CapacityRange{RequiredBytes: 10 << 30}},
+		{name: "decimal request", claim: newClaim(requested("1G")), want: &csi.CapacityRange{RequiredBytes: 1e9}},
+		{name: "fractional bytes round up", claim: newClaim(requested("1500m")), want: &csi.CapacityRange{RequiredBytes: 2}},
+		{name: "zero request", claim: newClaim(requested("0")), want: &csi.CapacityRange{}},
+		{name: "request and limit", claim: newClaim(requested("1Gi"), limit("2Gi")), want: &csi.CapacityRange{RequiredBytes: 1 << 30, LimitBytes: 2 << 30}},
+		{name: "limit equal to request", claim: newClaim(requested("1Gi"), limit("1Gi")), want: &csi.CapacityRange{RequiredBytes: 1 << 30, LimitBytes: 1 << 30}},
+		{name: "limit below request", claim: newClaim(requested("2Gi"), limit("1Gi")), wantErr: "storage limit 1Gi is below its request 2Gi"},
+		{name: "negative limit", claim: newClaim(requested("1Gi"), limit("-1Gi")), wantErr: "below its request"},
 		{name: "no request", claim: newClaim(noRequest()), wantErr: "requests no storage"},
 		{name: "no request but a limit", claim: newClaim(noRequest(), limit("1Gi")), wantErr: "requests no storage"},
-		{name: "negative request", claim: newClaim(request("-1Gi")), wantErr: "negative size -1Gi"},
+		{name: "negative request", claim: newClaim(requested("-1Gi")), wantErr: "negative size -1Gi"},
 		// Found by the bad-input tour: the API server takes these, and
 		// Value() turned them into 0 (no minimum) or a negative size.
-		{name: "request past the int64 maximum", claim: newClaim(request("1e30")), wantErr: "requests 1e30, more than the 9223372036854775807 bytes"},
-		{name: "request one past the int64 maximum", claim: newClaim(request("9223372036854775808")), wantErr: "more than the 9223372036854775807 bytes"},
-		{name: "8Ei parses as the int64 maximum", claim: newClaim(request("8Ei")), want: &csi.CapacityRange{RequiredBytes: 1<<63 - 1}},
-		{name: "limit past the int64 maximum is no limit", claim: newClaim(request("1Gi"), limit("9300000000000000000")), want: &csi.CapacityRange{RequiredBytes: 1 << 30}},
+		{name: "request past the int64 maximum", claim: newClaim(requested("1e30")), wantErr: "requests 1e30, more than the 9223372036854775807 bytes"},
+		{name: "request one past the int64 maximum", claim: newClaim(requested("9223372036854775808")), wantErr: "more than the 9223372036854775807 bytes"},
+		{name: "8Ei parses as the int64 maximum", claim: newClaim(requested("8Ei")), want: &csi.CapacityRange{RequiredBytes: 1<<63 - 1}},
+		{name: "limit past the int64 maximum is no limit", claim: newClaim(requested("1Gi"), limit("9300000000000000000")), want: &csi.CapacityRange{RequiredBytes: 1 << 30}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := BuildRequest(RequestInput{Claim: tt.claim, Class: newClass(nil)}, RequestOptions{VolumeNamePrefix: "pvc"})
+			got, err := Build(Input{Claim: tt.claim, Class: newClass(nil)}, Options{VolumeNamePrefix: "pvc"})
 			if !checkErr(t, err, tt.wantErr) {
 				return
 			}
@@ -213,23 +213,23 @@ func TestBuildRequest(t *testing.T) {
 
 	tests := []struct {
 		name       string
-		opts       RequestOptions
+		opts       Options
 		wantName   string
 		wantParams map[string]string
 	}{
-		{name: "plain", opts: RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1},
+		{name: "plain", opts: Options{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1},
 			wantName: "pvc-" + testUID, wantParams: kv("type", "ssd")},
-		{name: "short name", opts: RequestOptions{VolumeNamePrefix: "tether", VolumeNameUUIDLen: 8},
+		{name: "short name", opts: Options{VolumeNamePrefix: "tether", VolumeNameUUIDLen: 8},
 			wantName: "tether-4f9d1c2e", wantParams: kv("type", "ssd")},
-		{name: "extra create metadata", opts: RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: 8, ExtraCreateMetadata: true},
+		{name: "extra create metadata", opts: Options{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: 8, ExtraCreateMetadata: true},
 			wantName: "pvc-4f9d1c2e", wantParams: kv("type", "ssd", KeyPVCName, testClaim, KeyPVCNamespace, testNS, KeyPVName, "pvc-4f9d1c2e")},
 		// The class has no reclaim policy: Delete.
-		{name: "ownership mark", opts: RequestOptions{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1, Owner: "cluster-1"},
+		{name: "ownership mark", opts: Options{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1, Owner: "cluster-1"},
 			wantName: "pvc-" + testUID, wantParams: kv("type", "ssd", OwnerKey, "Delete/cluster-1")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, err := BuildRequest(RequestInput{Claim: newClaim(), Class: class, Params: params,
+			req, err := Build(Input{Claim: newClaim(), Class: class, Params: params,
 				Secrets: secrets, Topology: topo, Source: source}, tt.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -262,7 +262,7 @@ func TestBuildRequest(t *testing.T) {
 }
 
 func TestBuildRequestNoSecretsNoTopology(t *testing.T) {
-	req, err := BuildRequest(RequestInput{Claim: newClaim(), Class: newClass(nil), Params: ClassParams{}}, RequestOptions{VolumeNamePrefix: "pvc"})
+	req, err := Build(Input{Claim: newClaim(), Class: newClass(nil), Params: ClassParams{}}, Options{VolumeNamePrefix: "pvc"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,8 +294,8 @@ func TestBuildRequestOwnerMark(t *testing.T) {
 			class := newClass(nil)
 			class.ReclaimPolicy = tt.reclaim
 			before := maps.Clone(tt.classParams)
-			req, err := BuildRequest(RequestInput{Claim: newClaim(), Class: class, Params: ClassParams{Driver: tt.classParams}},
-				RequestOptions{VolumeNamePrefix: "pvc", Owner: tt.owner})
+			req, err := Build(Input{Claim: newClaim(), Class: class, Params: ClassParams{Driver: tt.classParams}},
+				Options{VolumeNamePrefix: "pvc", Owner: tt.owner})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -316,7 +316,7 @@ func TestBuildRequestMutableParameters(t *testing.T) {
 	tests := []struct {
 		name        string
 		mutable     map[string]string
-		opts        RequestOptions
+		opts        Options
 		wantMutable map[string]string
 		wantParams  map[string]string
 	}{
@@ -325,7 +325,7 @@ func TestBuildRequestMutableParameters(t *testing.T) {
 		{name: "the class's parameters", mutable: kv("iops", "3000", "type", "io2"), wantMutable: kv("iops", "3000", "type", "io2"),
 			wantParams: kv("type", "ssd")},
 		{name: "metadata and the mark go to parameters only", mutable: kv("iops", "3000"),
-			opts:        RequestOptions{ExtraCreateMetadata: true, Owner: "c1"},
+			opts:        Options{ExtraCreateMetadata: true, Owner: "c1"},
 			wantMutable: kv("iops", "3000"),
 			wantParams:  kv("type", "ssd", KeyPVCName, testClaim, KeyPVCNamespace, testNS, KeyPVName, "pvc-"+testUID, OwnerKey, "Delete/c1")},
 	}
@@ -333,7 +333,7 @@ func TestBuildRequestMutableParameters(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.opts.VolumeNamePrefix, tt.opts.VolumeNameUUIDLen = "pvc", -1
 			before := maps.Clone(tt.mutable)
-			req, err := BuildRequest(RequestInput{Claim: newClaim(), Class: newClass(nil), Params: ClassParams{Driver: kv("type", "ssd")},
+			req, err := Build(Input{Claim: newClaim(), Class: newClass(nil), Params: ClassParams{Driver: kv("type", "ssd")},
 				Mutable: tt.mutable}, tt.opts)
 			if err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package provisioner
+package request
 
 import (
 	"maps"
@@ -105,13 +105,13 @@ func TestBuildPVVariants(t *testing.T) {
 					t.Errorf("volumeMode %v, fsType %q", pv.Spec.VolumeMode, pv.Spec.CSI.FSType)
 				}
 			}},
-		{name: "capacity 0: the request", claim: newClaim(request("5Gi")), resp: volumeResp("v", 0),
+		{name: "capacity 0: the request", claim: newClaim(requested("5Gi")), resp: volumeResp("v", 0),
 			check: func(t *testing.T, pv *v1.PersistentVolume) {
 				if q := pv.Spec.Capacity[v1.ResourceStorage]; q.Cmp(resource.MustParse("5Gi")) != 0 {
 					t.Errorf("capacity %s, want 5Gi", q.String())
 				}
 			}},
-		{name: "capacity equal to the request", claim: newClaim(request("1G")), resp: volumeResp("v", 1e9),
+		{name: "capacity equal to the request", claim: newClaim(requested("1G")), resp: volumeResp("v", 1e9),
 			check: func(t *testing.T, pv *v1.PersistentVolume) {
 				if q := pv.Spec.Capacity[v1.ResourceStorage]; q.Value() != 1e9 {
 					t.Errorf("capacity %s", q.String())
@@ -235,7 +235,7 @@ func TestBuildPVErrors(t *testing.T) {
 		{name: "negative capacity", resp: volumeResp("v", -1), wantErr: "negative capacity -1"},
 		{name: "smallest capacity", resp: volumeResp("v", math.MinInt64), wantErr: "negative capacity"},
 		{name: "capacity below the request", resp: volumeResp("v", 1<<30-1), wantErr: "less than the 1Gi requested"},
-		{name: "capacity below a decimal request", claim: newClaim(request("1G")), resp: volumeResp("v", 999_999_999), wantErr: "less than the 1G requested"},
+		{name: "capacity below a decimal request", claim: newClaim(requested("1G")), resp: volumeResp("v", 999_999_999), wantErr: "less than the 1G requested"},
 		{name: "empty topology key", resp: volumeResp("v", 0, &csi.Topology{Segments: kv("", "a")}), wantErr: "empty key"},
 	}
 	for _, tt := range tests {

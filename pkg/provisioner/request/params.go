@@ -1,8 +1,4 @@
-// Package provisioner is tether's CSI provisioner: the translation from a
-// claim and its class to a CreateVolume request and from the driver's
-// answer to a PV (pure functions), and the sig-storage-lib-external-provisioner
-// Provisioner that runs them, with a durable record of volumes in flight.
-package provisioner
+package request
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package provisioner
+package request
 
 import (
 	"errors"
@@ -25,8 +25,8 @@ func VolumeName(prefix, claimUID string, uuidLength int) string {
 	return prefix + "-" + id[:min(uuidLength, len(id))]
 }
 
-// RequestOptions are the provisioner-wide settings that shape a request.
-type RequestOptions struct {
+// Options are the provisioner-wide settings that shape a request.
+type Options struct {
 	VolumeNamePrefix    string
 	VolumeNameUUIDLen   int
 	DefaultFSType       string
@@ -41,8 +41,8 @@ type RequestOptions struct {
 	SingleNodeMultiWriter bool
 }
 
-// RequestInput is one claim's provisioning input, already read from the API.
-type RequestInput struct {
+// Input is one claim's provisioning input, already read from the API.
+type Input struct {
 	Claim  *v1.PersistentVolumeClaim
 	Class  *storagev1.StorageClass
 	Params ClassParams
@@ -60,8 +60,8 @@ type RequestInput struct {
 	Mutable map[string]string
 }
 
-// BuildRequest makes the CreateVolume request for a claim. It is pure.
-func BuildRequest(in RequestInput, o RequestOptions) (*csi.CreateVolumeRequest, error) {
+// Build makes the CreateVolume request for a claim. It is pure.
+func Build(in Input, o Options) (*csi.CreateVolumeRequest, error) {
 	claim := in.Claim
 	name := in.Name
 	if name == "" {
@@ -85,7 +85,7 @@ func BuildRequest(in RequestInput, o RequestOptions) (*csi.CreateVolumeRequest, 
 		if params == nil {
 			params = map[string]string{}
 		}
-		params[OwnerKey] = OwnerMark(o.Owner, reclaimPolicy(in.Class))
+		params[OwnerKey] = OwnerMark(o.Owner, ReclaimPolicy(in.Class))
 	}
 	return &csi.CreateVolumeRequest{
 		Name:                      name,
