@@ -27,7 +27,7 @@ import (
 // a volume (the volume exists: there is nothing to prove), or after
 // answersKept without a call. A provisioner process leads once
 // (server.RunElected), so its memory never spans another leader's calls.
-// Callers hold the claim's lock (keyedMutex).
+// Callers hold the claim's lock (claimlock.Set).
 type createAnswers struct{ claimMemo[bool] }
 
 // answersKept is how long an entry is kept after its last call or record

@@ -316,7 +316,7 @@ const (
 func (s *Sweeper) deleteOne(ctx context.Context, r *ReportedVolume) (deleteOutcome, error) {
 	logger := klog.FromContext(ctx)
 	if uid, ok := s.claimUID(r.Name); ok {
-		defer s.p.locks.lock(uid)()
+		defer s.p.locks.Lock(uid)()
 	}
 	if by := s.accountedFor(ctx, r.VolumeID, r.Name); by != "" {
 		logger.Info("An orphan is accounted for on the re-check; not deleting it", "volume", r.VolumeID, "by", by)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
@@ -139,7 +140,7 @@ func newSweepWorld(t *testing.T, policy OrphanPolicy, driver ...string) *sweepWo
 		events: &pvEvents{synced: true},
 		driver: &listDriver{name: name, vols: map[string]*csi.Volume{}}, rec: record.NewFakeRecorder(100),
 		reg: prometheus.NewRegistry(), clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	p := &Provisioner{o: Options{Client: w.client, Driver: w.driver,
+	p := &Provisioner{locks: &claimlock.Set{}, o: Options{Client: w.client, Driver: w.driver,
 		Request: request.Options{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1, Owner: thisCluster}}}
 	s, err := w.newSweeper(p, SweepOptions{Policy: policy, MinAge: time.Hour, Interval: time.Minute, Recorder: w.rec,
 		Registerer: w.reg, Claims: corelisters.NewPersistentVolumeClaimLister(w.claims), Volumes: corelisters.NewPersistentVolumeLister(w.pvs)})

@@ -357,7 +357,7 @@ func TestReleaseWaitsForBusyClaim(t *testing.T) {
 	e.savePV(pv)
 	pv = e.apiPV(pv.Name)
 	pv.Finalizers = nil
-	unlock := e.p.locks.lock(string(claim.UID))
+	unlock := e.p.locks.Lock(string(claim.UID))
 	if _, err := e.p.LibraryClient(e.client).CoreV1().PersistentVolumes().Update(e.ctx, pv, metav1.UpdateOptions{}); err == nil {
 		t.Error("the finalizer went while the claim was busy")
 	}

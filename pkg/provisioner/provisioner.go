@@ -22,6 +22,7 @@ import (
 	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/migration"
 	"github.com/tether-csi/tether/pkg/nodeloss"
+	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
@@ -62,6 +63,10 @@ type Options struct {
 	// external-provisioner, a claim that names a VolumeAttributesClass
 	// needs it.
 	ModifyVolume bool
+	// Locks serialise the work on each claim between the actors that share
+	// it (Provision, the in-flight reconciler, the orphan sweep); nil makes
+	// a set of the Provisioner's own.
+	Locks *claimlock.Set
 	// Node, when set, is node-deployment mode.
 	Node *NodeDeployment
 	// Identity goes into every PV's volume attributes.
@@ -92,7 +97,7 @@ type Options struct {
 // functions, and the library saves the PVs it returns.
 type Provisioner struct {
 	o        Options
-	locks    keyedMutex
+	locks    *claimlock.Set
 	owners   owners
 	handoffs handoffs
 	// secretsUsed keeps, per claim in flight, the provisioner secret its
@@ -141,7 +146,10 @@ func New(o Options) (*Provisioner, error) {
 	if o.Request.VolumeNamePrefix == "" {
 		return nil, errors.New("provisioner: the volume name prefix is empty")
 	}
-	return &Provisioner{o: o, now: time.Now, handoffs: newHandoffs(), secretsUsed: newSecretsUsed(), deleted: newDeletedVolumes(),
+	if o.Locks == nil {
+		o.Locks = &claimlock.Set{}
+	}
+	return &Provisioner{o: o, locks: o.Locks, now: time.Now, handoffs: newHandoffs(), secretsUsed: newSecretsUsed(), deleted: newDeletedVolumes(),
 		answers: newCreateAnswers()}, nil
 }
 
@@ -195,7 +203,7 @@ func (p *Provisioner) ShouldDelete(ctx context.Context, pv *v1.PersistentVolume)
 func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOptions) (*v1.PersistentVolume, controller.ProvisioningState, error) {
 	logger := klog.FromContext(ctx).WithValues("pvc", klog.KObj(po.PVC))
 	ctx = klog.NewContext(ctx, logger)
-	defer p.locks.lock(string(po.PVC.UID))()
+	defer p.locks.Lock(string(po.PVC.UID))()
 
 	// The library's claim may be older than the in-flight reconciler's last
 	// step, taken while this call waited for the lock.

@@ -124,7 +124,7 @@ func (r *InFlight) sync(ctx context.Context, key string) error {
 	if driver, _, ok := inflight.Volume(claim); ok && driver != p.o.Driver.DriverName() {
 		return nil // another driver's record
 	}
-	unlock, ok := p.locks.tryLock(string(claim.UID))
+	unlock, ok := p.locks.TryLock(string(claim.UID))
 	if !ok {
 		r.queue.AddAfter(key, busyRetry)
 		return nil

@@ -229,7 +229,7 @@ func (p *Provisioner) settleBeforeRelease(ctx context.Context, pv *v1.Persistent
 	if driver, _, ok := inflight.Volume(claim); ok && driver != p.o.Driver.DriverName() {
 		return nil
 	}
-	unlock, ok := p.locks.tryLock(string(claim.UID))
+	unlock, ok := p.locks.TryLock(string(claim.UID))
 	if !ok {
 		return fmt.Errorf("claim %s/%s is busy: PV %s keeps its finalizer until the claim's in-flight record is settled", ref.Namespace, ref.Name, pv.Name)
 	}
