@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/worker"
 )
 
 // The clone protection: Provision puts FinalizerCloneSource on a clone's
@@ -70,7 +71,7 @@ func NewCloneProtection(o CloneProtectionOptions) (*CloneProtection, error) {
 // Run works the queue until ctx ends.
 func (c *CloneProtection) Run(ctx context.Context, workers int) {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("clone-protection"))
-	runQueue(ctx, c.queue, workers, "pvc", "Releasing a clone source; will retry", c.sync)
+	worker.Run(ctx, c.queue, workers, "pvc", "Releasing a clone source; will retry", c.sync)
 }
 
 // sync removes the clone finalizer from the claim key when no clone of it

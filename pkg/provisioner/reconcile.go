@@ -20,6 +20,7 @@ import (
 
 	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/nodeloss"
+	"github.com/tether-csi/tether/pkg/provisioner/worker"
 )
 
 // InFlightOptions configure the in-flight reconciler.
@@ -104,7 +105,7 @@ func (p *Provisioner) NewInFlight(o InFlightOptions) (*InFlight, error) {
 
 // Run works the queue until ctx ends.
 func (r *InFlight) Run(ctx context.Context, workers int) {
-	runQueue(ctx, r.queue, workers, "pvc", "Settling an in-flight volume; will retry", r.sync)
+	worker.Run(ctx, r.queue, workers, "pvc", "Settling an in-flight volume; will retry", r.sync)
 }
 
 // busyRetry is how soon a claim whose lock is held (a CreateVolume in

@@ -9,6 +9,7 @@ import (
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	snapclientset "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
+	"github.com/tether-csi/tether/pkg/provisioner/worker"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,7 +84,7 @@ func NewSnapshotProtection(o SnapshotProtectionOptions) (*SnapshotProtection, er
 // Run works the queue until ctx ends.
 func (c *SnapshotProtection) Run(ctx context.Context, workers int) {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("snapshot-protection"))
-	runQueue(ctx, c.queue, workers, "volumesnapshot", "Releasing a snapshot; will retry", c.sync)
+	worker.Run(ctx, c.queue, workers, "volumesnapshot", "Releasing a snapshot; will retry", c.sync)
 }
 
 // sync removes the finalizer from the snapshot key when no restore from it

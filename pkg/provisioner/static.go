@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tether-csi/tether/pkg/provisioner/worker"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,7 +94,7 @@ func (p *Provisioner) NewStatic(o StaticOptions) (*Static, error) {
 // Run works the queue until ctx ends.
 func (s *Static) Run(ctx context.Context, workers int) {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("static-volumes"))
-	runQueue(ctx, s.queue, workers, "pv", "Reclaiming a static volume; will retry", s.sync)
+	worker.Run(ctx, s.queue, workers, "pv", "Reclaiming a static volume; will retry", s.sync)
 }
 
 func (s *Static) sync(ctx context.Context, name string) error {
