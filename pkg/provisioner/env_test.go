@@ -360,7 +360,7 @@ func (e *env) provision(claim *v1.PersistentVolumeClaim) (*v1.PersistentVolume, 
 // settle runs one step of the in-flight reconciler for a claim.
 func (e *env) settle(name string) {
 	e.t.Helper()
-	if err := e.r.sync(e.ctx, testNS+"/"+name); err != nil {
+	if err := e.r.Reconcile(e.ctx, testNS+"/"+name); err != nil {
 		e.t.Fatalf("in-flight reconciler: %v", err)
 	}
 }

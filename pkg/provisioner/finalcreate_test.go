@@ -76,7 +76,7 @@ func TestFinalCreateErrorClassDeleted(t *testing.T) {
 			e.deleteClaim(testClaim)
 			e.deleteClass()
 			e.refresh()
-			err := e.r.sync(e.ctx, testNS+"/"+testClaim)
+			err := e.r.Reconcile(e.ctx, testNS+"/"+testClaim)
 			if tt.prompt {
 				if err != nil {
 					t.Fatalf("settle: %v", err)

@@ -237,7 +237,7 @@ func TestMissingSecretAbandonsAfterGrace(t *testing.T) {
 	}
 	e.deleteClaim(testClaim)
 	e.refresh()
-	if err := e.r.sync(e.ctx, testNS+"/"+testClaim); err == nil {
+	if err := e.r.Reconcile(e.ctx, testNS+"/"+testClaim); err == nil {
 		t.Fatal("the clean-up went on without its secret")
 	}
 	e.clock = e.clock.Add(abandonGrace)

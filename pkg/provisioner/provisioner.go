@@ -63,6 +63,8 @@ type Options struct {
 	// external-provisioner, a claim that names a VolumeAttributesClass
 	// needs it.
 	ModifyVolume bool
+	// Clock is the time (nil: time.Now).
+	Clock func() time.Time
 	// Locks serialise the work on each claim between the actors that share
 	// it (Provision, the in-flight reconciler, the orphan sweep); nil makes
 	// a set of the Provisioner's own.
@@ -111,7 +113,7 @@ type Provisioner struct {
 	// deleted: the PVs (by UID) whose volume this process deleted, until
 	// their deletion finalizer is off.
 	deleted deletedVolumes
-	// now is the clock (tests set it).
+	// now is Options.Clock.
 	now func() time.Time
 }
 
@@ -149,7 +151,10 @@ func New(o Options) (*Provisioner, error) {
 	if o.Locks == nil {
 		o.Locks = &claimlock.Set{}
 	}
-	return &Provisioner{o: o, locks: o.Locks, now: time.Now, handoffs: newHandoffs(), secretsUsed: newSecretsUsed(), deleted: newDeletedVolumes(),
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	return &Provisioner{o: o, locks: o.Locks, now: o.Clock, handoffs: newHandoffs(), secretsUsed: newSecretsUsed(), deleted: newDeletedVolumes(),
 		answers: newCreateAnswers()}, nil
 }
 

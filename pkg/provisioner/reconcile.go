@@ -31,6 +31,9 @@ type InFlightOptions struct {
 	Recorder record.EventRecorder
 	// RateLimiter paces retries (--retry-interval-start and -max).
 	RateLimiter workqueue.TypedRateLimiter[string]
+	// Queue, if set, is the work queue of claim keys the informers' events
+	// feed and Run works (RateLimiter is then unused); nil makes one.
+	Queue workqueue.TypedRateLimitingInterface[string]
 	// Registerer, if set, takes the abandoned-volume counter.
 	Registerer prometheus.Registerer
 	// Abandoned, if set, is told of each volume whose clean-up can never
@@ -63,8 +66,11 @@ type InFlight struct {
 
 // NewInFlight wires the reconciler to the informers.
 func (p *Provisioner) NewInFlight(o InFlightOptions) (*InFlight, error) {
-	r := &InFlight{p: p, o: o, queue: workqueue.NewTypedRateLimitingQueueWithConfig(o.RateLimiter,
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "in-flight"}),
+	queue := o.Queue
+	if queue == nil {
+		queue = workqueue.NewTypedRateLimitingQueueWithConfig(o.RateLimiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "in-flight"})
+	}
+	r := &InFlight{p: p, o: o, queue: queue,
 		abandoned: prometheus.NewCounter(prometheus.CounterOpts{Name: "tether_provisioner_abandoned_volumes_total",
 			Help: "Volumes made for a claim and never saved in a PV whose clean-up could never complete (their class or secret is gone for good, or the driver does not say their handle); each is reported in a VolumeCleanupAbandoned event on its StorageClass or CSIDriver."}),
 	}
@@ -105,14 +111,17 @@ func (p *Provisioner) NewInFlight(o InFlightOptions) (*InFlight, error) {
 
 // Run works the queue until ctx ends.
 func (r *InFlight) Run(ctx context.Context, workers int) {
-	worker.Run(ctx, r.queue, workers, "pvc", "Settling an in-flight volume; will retry", r.sync)
+	worker.Run(ctx, r.queue, workers, "pvc", "Settling an in-flight volume; will retry", r.Reconcile)
 }
 
 // busyRetry is how soon a claim whose lock is held (a CreateVolume in
 // progress) is looked at again.
 const busyRetry = 2 * time.Second
 
-func (r *InFlight) sync(ctx context.Context, key string) error {
+// Reconcile settles the in-flight record of one claim (a namespace/name
+// key): one worker step, which Run's workers call for each key of the
+// queue. An error has the key retried with the rate limiter's backoff.
+func (r *InFlight) Reconcile(ctx context.Context, key string) error {
 	obj, exists, err := r.o.Claims.GetStore().GetByKey(key)
 	if err != nil || !exists {
 		return err
@@ -242,7 +251,7 @@ func (r *InFlight) HandBack(ctx context.Context) ([]string, error) {
 	var left []string
 	for _, claim := range claims {
 		key := claim.Namespace + "/" + claim.Name
-		if err := r.sync(ctx, key); err != nil {
+		if err := r.Reconcile(ctx, key); err != nil {
 			return nil, fmt.Errorf("%s: %w", key, err)
 		}
 		if fresh, err := r.p.o.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{}); err == nil &&

@@ -13,21 +13,8 @@ import (
 // reconciler's queue with one in its own time, and calls the sync itself.
 // Production code does not use them.
 
-// SetClock sets the Provisioner's clock.
-func (p *Provisioner) SetClock(now func() time.Time) { p.now = now }
-
 // SetClock sets the Sweeper's clock.
 func (s *Sweeper) SetClock(now func() time.Time) { s.now = now }
-
-// SetQueue replaces the reconciler's work queue (the one it was made with
-// is shut down). Call it before the informers deliver anything.
-func (r *InFlight) SetQueue(q workqueue.TypedRateLimitingInterface[string]) {
-	r.queue.ShutDown()
-	r.queue = q
-}
-
-// Sync settles one claim's in-flight record, as a worker of Run does.
-func (r *InFlight) Sync(ctx context.Context, key string) error { return r.sync(ctx, key) }
 
 // NewSimSweeper makes a Sweeper for the simulator, which keeps its own
 // clock and calls Sweep itself; volumes is the PV informer.

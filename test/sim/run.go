@@ -354,7 +354,7 @@ func (w *World) work(q *queue, key string) string {
 				w.cleanup = obj.(*v1.PersistentVolumeClaim)
 			}
 			w.settler = p
-			err = p.inflight.Sync(ctx, key)
+			err = p.inflight.Reconcile(ctx, key)
 			w.cleanup, w.settler = nil, nil
 		}
 	}

@@ -300,20 +300,19 @@ func (w *World) newTether(i int) *provProc {
 		CSINodes:                storagelisters.NewCSINodeLister(ix(rCSINodes).indexer),
 		VolumeAttachments:       storagelisters.NewVolumeAttachmentLister(ix(rVAs).indexer),
 		VolumeAttributesClasses: storagelisters.NewVolumeAttributesClassLister(ix(rVACs).indexer),
+		Clock:                   w.clock,
 	})
 	if err != nil {
 		panic(err)
 	}
-	p.prov.SetClock(w.clock)
 	w.forget(p.name)
 	w.watchNodeHandler(ix(rNodes), p.name)
 	p.inflight, err = p.prov.NewInFlight(provisioner.InFlightOptions{Claims: ix(rClaims), Volumes: ix(rVolumes),
 		Classes: classes, Recorder: recorder{w}, Nodes: ix(rNodes), NodeLossGrace: simGrace,
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)})
+		Queue: p.ifQ})
 	if err != nil {
 		panic(err)
 	}
-	p.inflight.SetQueue(p.ifQ)
 	p.clones, err = provisioner.NewCloneProtection(provisioner.CloneProtectionOptions{Client: p.client, Claims: ix(rClaims),
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)})
 	if err != nil {
