@@ -37,6 +37,7 @@ import (
 	"github.com/tether-csi/tether/pkg/intern"
 	"github.com/tether-csi/tether/pkg/migration"
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/records"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"github.com/tether-csi/tether/pkg/server"
 )
@@ -168,7 +169,7 @@ func run(ctx context.Context, o options) error {
 	csiNodeInf := factory.Storage().V1().CSINodes()
 
 	_, _ = classInf.Informer().AddEventHandler(deprecatedParamsLogger(ctx, driver))
-	if _, err := provisioner.RegisterInFlightMetrics(reg, claimInf.Informer(), driver, o.node.NodeName); err != nil {
+	if _, err := records.RegisterMetrics(reg, claimInf.Informer(), driver, o.node.NodeName); err != nil {
 		return err
 	}
 	if o.leader.Status, err = server.NewLeaderStatus(reg, "provisioner"); err != nil {

@@ -22,8 +22,8 @@ type target struct {
 var targets = []target{
 	{Dir: "pkg/nodeloss", Files: []string{"decide.go", "nodeloss.go", "pin.go", "tracker.go"}},
 	{Dir: "pkg/binder", Files: []string{"decide_claim.go", "decide_volume.go", "match.go", "settled.go"}},
+	{Dir: "pkg/provisioner/records", Files: []string{"decide.go"}}, // Decide and what it reads
 	{Dir: "pkg/provisioner", Files: []string{
-		"settle.go",         // decideSettle and what it reads
 		"detach.go",         // decideDetach
 		"static.go",         // decideStatic
 		"orphans_decide.go", // the sweep's DecideOrphan

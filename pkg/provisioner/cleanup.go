@@ -16,7 +16,6 @@ import (
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 
-	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/migration"
 )
 
@@ -198,34 +197,4 @@ func (r *InFlight) volumeWithHandle(ctx context.Context, handle string) (*v1.Per
 		}
 	}
 	return nil, nil
-}
-
-// ownerOf says whose a claim's record is. Outside node-deployment mode it
-// is always this provisioner's. In node-deployment mode it is the node's
-// the record names (or, for a record of an older tether, the selected
-// node's); moved says that the claim's selected node is no longer that
-// node. (The chaos run found why only one node may answer: another node's
-// driver answered "not here", which was taken for "no volume", and the
-// volume on the right node leaked.)
-func (p *Provisioner) ownerOf(claim *v1.PersistentVolumeClaim) (owner recordOwner, moved bool) {
-	if p.o.Node == nil {
-		return ownedHere, false
-	}
-	node := recordNode(claim)
-	switch {
-	case node == "":
-		return ownedByNone, false
-	case node != p.o.Node.NodeName:
-		return ownedElsewhere, false
-	}
-	return ownedHere, claim.Annotations[storagehelpers.AnnSelectedNode] != node
-}
-
-// recordNode is the node a record stands for: the one it names, or the
-// claim's selected node for a record of an older tether.
-func recordNode(claim *v1.PersistentVolumeClaim) string {
-	if node := claim.Annotations[inflight.AnnNode]; node != "" {
-		return node
-	}
-	return claim.Annotations[storagehelpers.AnnSelectedNode]
 }

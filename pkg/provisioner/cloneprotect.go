@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/records"
 	"github.com/tether-csi/tether/pkg/provisioner/worker"
 )
 
@@ -107,7 +108,7 @@ func (c *CloneProtection) sync(ctx context.Context, key string) error {
 		logger.V(2).Info("Clone source kept: the API server shows a clone of it in progress", "clone", clone)
 		return nil
 	}
-	err = updateClaim(ctx, c.o.Client, src.Namespace, src.Name, func(fresh *v1.PersistentVolumeClaim) bool {
+	err = records.UpdateClaim(ctx, c.o.Client, src.Namespace, src.Name, func(fresh *v1.PersistentVolumeClaim) bool {
 		if fresh.UID != src.UID || !slices.Contains(fresh.Finalizers, FinalizerCloneSource) {
 			return false
 		}

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-csi/tether/pkg/provisioner/records"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -59,10 +60,10 @@ func (m *claimMemo[T]) done(uid types.UID) {
 // (its in-flight record). The time is only a hint for the in-flight
 // reconciler, which waits for that save before it treats a deleted claim's
 // volume as unsaved. The version goes into the saved PV's claimRef (see
-// LibraryClient). Entries are kept for saveGrace.
+// LibraryClient). Entries are kept for records.SaveGrace.
 type handoffs struct{ claimMemo[string] }
 
-func newHandoffs() handoffs { return handoffs{claimMemo[string]{keep: saveGrace}} }
+func newHandoffs() handoffs { return handoffs{claimMemo[string]{keep: records.SaveGrace}} }
 
 // at is when Provision last handed a PV off for the claim (zero: not
 // recently).

@@ -1,19 +1,11 @@
 package provisioner
 
 import (
-	"context"
-
-	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
-	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/tether-csi/tether/pkg/inflight"
 )
@@ -30,35 +22,6 @@ import (
 // idempotent by name) the volume.
 const FinalizerInFlight = inflight.Finalizer
 
-// recordInFlight adds the record for the claim's volume (name) and, in
-// node-deployment mode, this node. The write carries the resourceVersion
-// of the claim the decision was made on, so a claim that changed meanwhile
-// (deleted, or bound elsewhere) fails it with a conflict and the library
-// tries again on the fresh claim: no extra read is needed (and no
-// finalizer can be added to a claim being deleted).
-func (p *Provisioner) recordInFlight(ctx context.Context, claim *v1.PersistentVolumeClaim, name string) (*v1.PersistentVolumeClaim, error) {
-	c := claim.DeepCopy()
-	changed := inflight.Record(c, p.o.Driver.DriverName(), name)
-	if p.o.Node != nil && c.Annotations[inflight.AnnNode] != p.o.Node.NodeName {
-		c.Annotations[inflight.AnnNode] = p.o.Node.NodeName
-		changed = true
-	}
-	for _, old := range []string{inflight.AnnSource, inflight.AnnSnapshot} {
-		if _, ok := c.Annotations[old]; ok {
-			delete(c.Annotations, old) // an earlier version's, trusted no more
-			changed = true
-		}
-	}
-	if !changed {
-		return claim, nil
-	}
-	out, err := p.o.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("recording the volume in flight on the claim: %w", err)
-	}
-	return out, nil
-}
-
 // recordedElsewhere, in node-deployment mode, is the other node whose
 // provisioner holds the claim's record ("" for none): its local volume
 // must be cleaned up before this node makes one.
@@ -70,62 +33,6 @@ func (p *Provisioner) recordedElsewhere(claim *v1.PersistentVolumeClaim) string 
 		return node
 	}
 	return ""
-}
-
-// forgetInFlight removes the record: first with one write on the claim as
-// given (usually current), then, on a conflict, from fresh reads of the
-// same claim (same UID: a claim re-created under the name keeps its own).
-func (p *Provisioner) forgetInFlight(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
-	c := claim.DeepCopy()
-	if !inflight.Forget(c) {
-		return nil
-	}
-	_, err := p.o.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{})
-	if err == nil || apierrors.IsNotFound(err) {
-		return nil
-	}
-	return updateClaim(ctx, p.o.Client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
-		return c.UID == claim.UID && inflight.Forget(c)
-	})
-}
-
-// updateClaim applies change to a fresh copy of a claim and writes it if
-// change says so, retrying conflicts on fresh reads. A claim that is gone
-// needs nothing.
-func updateClaim(ctx context.Context, client kubernetes.Interface, namespace, name string, change func(*v1.PersistentVolumeClaim) bool) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		claim, err := client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if !change(claim) {
-			return nil
-		}
-		_, err = client.CoreV1().PersistentVolumeClaims(namespace).Update(ctx, claim, metav1.UpdateOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	})
-}
-
-// reschedule hands a claim back to the scheduler: it removes the selected
-// node. The in-flight record stays: an earlier CreateVolume may have made
-// the volume (one that timed out, then ResourceExhausted); in
-// node-deployment mode the record's node cleans it up once the claim has
-// moved. The library would remove the node from its cached claim, which
-// our own writes have usually made stale, so we do it from a fresh read.
-func (p *Provisioner) reschedule(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
-	return updateClaim(ctx, p.o.Client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
-		if c.UID != claim.UID {
-			return false
-		}
-		_, selected := c.Annotations[storagehelpers.AnnSelectedNode]
-		delete(c.Annotations, storagehelpers.AnnSelectedNode)
-		return selected
-	})
 }
 
 // QuietClaims wraps the claim informer that the library's controller

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/nodeloss"
+	"github.com/tether-csi/tether/pkg/provisioner/records"
 )
 
 // The volume of the test claim.
@@ -163,7 +164,7 @@ func TestInterleavings(t *testing.T) {
 				e.deleteClaim(testClaim)
 				e.refresh()
 				e.settle(testClaim)
-				e.clock = e.clock.Add(saveGrace + saveRecheck)
+				e.clock = e.clock.Add(records.SaveGrace + records.SaveRecheck)
 				e.settle(testClaim)
 			},
 			want: want{gone: true},
@@ -213,7 +214,7 @@ func TestInterleavings(t *testing.T) {
 				e.driver.fail, e.driver.made = nil, false
 				e.deleteClaim(testClaim)
 				e.refresh()
-				e.clock = e.clock.Add(saveGrace + saveRecheck)
+				e.clock = e.clock.Add(records.SaveGrace + records.SaveRecheck)
 				e.settle(testClaim)
 				e.refresh()
 				creates := e.driver.createCount()
@@ -250,7 +251,7 @@ func TestInterleavings(t *testing.T) {
 				e.savePV(pv)
 				e.deleteClaim(testClaim)
 				e.refresh()
-				e.clock = e.clock.Add(saveGrace + saveRecheck)
+				e.clock = e.clock.Add(records.SaveGrace + records.SaveRecheck)
 				e.settle(testClaim)
 			},
 			want: want{volumes: []string{testVolume}, gone: true},

@@ -169,3 +169,11 @@ func (p *Provisioner) onOwnNode(pv *v1.PersistentVolume) bool {
 	}
 	return pv.Spec.NodeAffinity != nil && storagehelpers.CheckNodeAffinity(pv, node.Labels) == nil
 }
+
+// nodeName is this provisioner's node in node-deployment mode, else "".
+func (p *Provisioner) nodeName() string {
+	if p.o.Node == nil {
+		return ""
+	}
+	return p.o.Node.NodeName
+}

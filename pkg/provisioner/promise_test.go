@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/records"
 )
 
 // The regression tests of issue 24, one per way the landed code broke the
@@ -116,7 +117,7 @@ func TestLibraryUnsavedPVKeepsRecord(t *testing.T) {
 	if err := e.volumes.GetStore().Add(pv.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
-	e.clock = e.clock.Add(binderGrace + saveGrace)
+	e.clock = e.clock.Add(records.BinderGrace + records.SaveGrace)
 	e.settle(testClaim)
 	e.check(want{volumes: []string{testVolume}, record: true})
 }
@@ -343,7 +344,7 @@ func TestRetainedPVDeletedBeforeSettleKeepsVolume(t *testing.T) {
 	}
 	e.deleteClaim(testClaim)
 	e.refresh()
-	e.clock = e.clock.Add(saveGrace + time.Second)
+	e.clock = e.clock.Add(records.SaveGrace + time.Second)
 	e.settle(testClaim)
 	e.check(want{volumes: []string{testVolume}, gone: true})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/tether-csi/tether/pkg/migration"
 	"github.com/tether-csi/tether/pkg/nodeloss"
 	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
+	"github.com/tether-csi/tether/pkg/provisioner/records"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
@@ -98,9 +99,11 @@ type Options struct {
 // DeletionGuard interfaces. It is small: the translation is in pure
 // functions, and the library saves the PVs it returns.
 type Provisioner struct {
-	o        Options
-	locks    *claimlock.Set
-	owners   owners
+	o      Options
+	locks  *claimlock.Set
+	owners owners
+	// record writes the in-flight record on claims.
+	record   *records.Writer
 	handoffs handoffs
 	// secretsUsed keeps, per claim in flight, the provisioner secret its
 	// CreateVolume was given, for a clean-up that finds it gone.
@@ -154,7 +157,11 @@ func New(o Options) (*Provisioner, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	return &Provisioner{o: o, locks: o.Locks, now: o.Clock, handoffs: newHandoffs(), secretsUsed: newSecretsUsed(), deleted: newDeletedVolumes(),
+	node := ""
+	if o.Node != nil {
+		node = o.Node.NodeName
+	}
+	return &Provisioner{o: o, locks: o.Locks, now: o.Clock, record: &records.Writer{Client: o.Client, Driver: o.Driver.DriverName(), Node: node}, handoffs: newHandoffs(), secretsUsed: newSecretsUsed(), deleted: newDeletedVolumes(),
 		answers: newCreateAnswers()}, nil
 }
 
@@ -233,7 +240,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 		return nil, controller.ProvisioningNoChange, fmt.Errorf("waiting for the provisioner of node %s to clean up the volume it may have made for the claim before it was rescheduled", node)
 	}
 	fresh := !inflight.Holds(claim)
-	if claim, err = p.recordInFlight(ctx, claim, name); err != nil {
+	if claim, err = p.record.Record(ctx, claim, name); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
 	if fresh {
@@ -256,7 +263,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 		// with the claim's PV, or with the clean-up (at once, without a
 		// driver call, when every call answered final: createAnswers).
 		if outcome == Reschedule {
-			if rerr := p.reschedule(ctx, claim); rerr != nil {
+			if rerr := p.record.Reschedule(ctx, claim); rerr != nil {
 				logger.Error(rerr, "Removing the selected node")
 			}
 		}
@@ -278,7 +285,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 		if _, derr := p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.GetVolume().GetVolumeId(), Secrets: prep.req.Secrets}); derr != nil {
 			return nil, controller.ProvisioningInBackground, fmt.Errorf("%w; deleting it failed too: %v", err, derr)
 		}
-		if rerr := p.forgetInFlight(ctx, claim); rerr != nil {
+		if rerr := p.record.Drop(ctx, claim); rerr != nil {
 			logger.Error(rerr, "Removing the in-flight record")
 		}
 		return nil, controller.ProvisioningFinished, err

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/nodeloss"
+	"github.com/tether-csi/tether/pkg/provisioner/records"
 	"github.com/tether-csi/tether/pkg/provisioner/worker"
 )
 
@@ -142,12 +143,12 @@ func (r *InFlight) Reconcile(ctx context.Context, key string) error {
 	defer unlock()
 	logger := klog.FromContext(ctx).WithValues("pvc", klog.KObj(claim))
 	ctx = klog.NewContext(ctx, logger)
-	in, err := r.settleInput(ctx, claim, false)
+	in, err := r.input(ctx, claim, false)
 	if err != nil {
 		return err
 	}
-	step := decideSettle(in)
-	if step.Op == settleCleanUp {
+	step := records.Decide(in)
+	if step.Op == records.CleanUp {
 		// A delete is decided on the API server's word, not the caches':
 		// the claim read again (the same one, still holding the record) and
 		// its PV read from the API.
@@ -158,27 +159,27 @@ func (r *InFlight) Reconcile(ctx context.Context, key string) error {
 			return err
 		}
 		claim = fresh
-		if in, err = r.settleInput(ctx, claim, true); err != nil {
+		if in, err = r.input(ctx, claim, true); err != nil {
 			return err
 		}
-		step = decideSettle(in)
+		step = records.Decide(in)
 	}
 	switch step.Op {
-	case settleKeep:
+	case records.Keep:
 		return nil
-	case settleWaitFor:
+	case records.Requeue:
 		r.queue.AddAfter(key, step.Wait)
 		return nil
-	case settleNoneMade:
+	case records.DropNoneMade:
 		logger.Info("Dropping the in-flight record without a driver call: every CreateVolume made for the claim answered that it made no volume",
 			"volume", in.Volume, "deleting", claim.DeletionTimestamp != nil)
-	case settleNodeGone:
-		node := recordNode(claim)
+	case records.DropNodeGone:
+		node := records.Node(claim)
 		r.o.Recorder.Eventf(claim, v1.EventTypeWarning, "VolumeInFlightNodeGone",
 			"the node %s is lost (deleted, or tainted %s) for longer than %s: its local volume %s is out of reach; dropping the in-flight record (if the node comes back, its orphan sweep reports the volume)",
 			node, v1.TaintNodeOutOfService, r.o.NodeLossGrace, in.Volume)
 		logger.Info("Dropping the in-flight record of a claim whose node is lost", "node", node, "volume", in.Volume)
-	case settleCleanUp:
+	case records.CleanUp:
 		if claim.DeletionTimestamp == nil {
 			r.o.Recorder.Eventf(claim, v1.EventTypeNormal, "VolumeInFlightUnused",
 				"the claim will not use its own volume %s (%s): deleting it", in.Volume, unusedWhy(claim))
@@ -193,7 +194,7 @@ func (r *InFlight) Reconcile(ctx context.Context, key string) error {
 			r.abandon(ctx, claim, in.Volume, gave)
 		}
 	}
-	if err := p.forgetInFlight(ctx, claim); err != nil {
+	if err := p.record.Drop(ctx, claim); err != nil {
 		return err
 	}
 	p.handoffs.done(claim.UID)
@@ -202,20 +203,20 @@ func (r *InFlight) Reconcile(ctx context.Context, key string) error {
 	return nil
 }
 
-// settleInput gathers what decideSettle reads about a claim. fromAPI
+// input gathers what records.Decide reads about a claim. fromAPI
 // reads the PV from the API server; otherwise the cache is asked, and the
 // API server only when the cache has none and the claim is being deleted.
-func (r *InFlight) settleInput(ctx context.Context, claim *v1.PersistentVolumeClaim, fromAPI bool) (settleInput, error) {
+func (r *InFlight) input(ctx context.Context, claim *v1.PersistentVolumeClaim, fromAPI bool) (records.Input, error) {
 	p := r.p
-	in := settleInput{Claim: claim, Volume: p.recordedVolume(claim), HandedOff: p.handoffs.at(claim.UID),
+	in := records.Input{Claim: claim, Volume: p.recordedVolume(claim), HandedOff: p.handoffs.at(claim.UID),
 		NoneMade: p.answers.noVolume(claim.UID), Now: p.now(), HandBack: r.handBack}
-	in.Owner, in.Moved = p.ownerOf(claim)
+	in.Owner, in.Moved = records.OwnerOf(claim, p.nodeName())
 	var err error
 	if in.PV, err = r.volumeNamed(ctx, in.Volume, claim, fromAPI); err != nil {
 		return in, err
 	}
-	if in.PV == nil && in.Owner == ownedElsewhere {
-		if in.NodeGone, in.NodeWait, err = r.nodeLost(ctx, recordNode(claim), in.Now); err != nil {
+	if in.PV == nil && in.Owner == records.OwnedElsewhere {
+		if in.NodeGone, in.NodeWait, err = r.nodeLost(ctx, records.Node(claim), in.Now); err != nil {
 			return in, err
 		}
 	}

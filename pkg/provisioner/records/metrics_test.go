@@ -1,4 +1,4 @@
-package provisioner
+package records
 
 import (
 	"strings"
@@ -72,7 +72,7 @@ func TestOldestSince(t *testing.T) {
 // and reads the gauges as a scrape would.
 func TestInFlightMetrics(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	m := &InFlightMetrics{driver: "d", node: "n1", now: func() time.Time { return now }, since: map[types.UID]time.Time{}}
+	m := &Metrics{driver: "d", node: "n1", now: func() time.Time { return now }, since: map[types.UID]time.Time{}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 	check := func(step string, want string) {

@@ -1,4 +1,4 @@
-package provisioner
+package records
 
 import (
 	"sync"
@@ -49,10 +49,10 @@ func oldestSince(since map[types.UID]time.Time) (time.Time, bool) {
 	return oldest, !oldest.IsZero()
 }
 
-// InFlightMetrics follows the claim informer and reports the in-flight
+// Metrics follows the claim informer and reports the in-flight
 // records on each scrape. Its informer runs only while this process
 // leads, so a stand-by replica reports none.
-type InFlightMetrics struct {
+type Metrics struct {
 	driver, node string
 	now          func() time.Time
 
@@ -60,10 +60,10 @@ type InFlightMetrics struct {
 	since map[types.UID]time.Time // the records this process has seen, by claim
 }
 
-// RegisterInFlightMetrics registers the in-flight gauges on reg, fed by the
+// RegisterMetrics registers the in-flight gauges on reg, fed by the
 // claim informer, for driver and, in node-deployment mode, node.
-func RegisterInFlightMetrics(reg prometheus.Registerer, claims cache.SharedIndexInformer, driver, node string) (*InFlightMetrics, error) {
-	m := &InFlightMetrics{driver: driver, node: node, now: time.Now, since: map[types.UID]time.Time{}}
+func RegisterMetrics(reg prometheus.Registerer, claims cache.SharedIndexInformer, driver, node string) (*Metrics, error) {
+	m := &Metrics{driver: driver, node: node, now: time.Now, since: map[types.UID]time.Time{}}
 	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    m.observe,
 		UpdateFunc: func(_, obj any) { m.observe(obj) },
@@ -77,7 +77,7 @@ func RegisterInFlightMetrics(reg prometheus.Registerer, claims cache.SharedIndex
 	return m, nil
 }
 
-func (m *InFlightMetrics) observe(obj any) {
+func (m *Metrics) observe(obj any) {
 	claim, ok := obj.(*v1.PersistentVolumeClaim)
 	if !ok {
 		return
@@ -93,7 +93,7 @@ func (m *InFlightMetrics) observe(obj any) {
 	}
 }
 
-func (m *InFlightMetrics) forget(obj any) {
+func (m *Metrics) forget(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
@@ -105,13 +105,13 @@ func (m *InFlightMetrics) forget(obj any) {
 }
 
 // Describe is prometheus.Collector's.
-func (m *InFlightMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- inFlightRecordsDesc
 	ch <- inFlightOldestDesc
 }
 
 // Collect is prometheus.Collector's.
-func (m *InFlightMetrics) Collect(ch chan<- prometheus.Metric) {
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	n := len(m.since)
 	oldest, ok := oldestSince(m.since)

@@ -1,0 +1,113 @@
+package records
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+
+	"github.com/tether-csi/tether/pkg/inflight"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// Writer is the provisioner's one writer of the in-flight record on claims:
+// it records a volume before its first CreateVolume (Record), drops the
+// record (Drop), and hands a claim back to the scheduler (Reschedule),
+// the only claim writes the provisioner makes beside the source
+// protections' finalizers (package protect). Every write is an Update of
+// the claim as read, carrying its resourceVersion.
+type Writer struct {
+	Client kubernetes.Interface
+	// Driver is this provisioner's driver; Node its node in
+	// node-deployment mode, else "".
+	Driver, Node string
+}
+
+// Record adds the record for the claim's volume (name) and, in
+// node-deployment mode, this node. The write carries the resourceVersion
+// of the claim the decision was made on, so a claim that changed meanwhile
+// (deleted, or bound elsewhere) fails it with a conflict and the library
+// tries again on the fresh claim: no extra read is needed (and no
+// finalizer can be added to a claim being deleted).
+func (w *Writer) Record(ctx context.Context, claim *v1.PersistentVolumeClaim, name string) (*v1.PersistentVolumeClaim, error) {
+	c := claim.DeepCopy()
+	changed := inflight.Record(c, w.Driver, name)
+	if w.Node != "" && c.Annotations[inflight.AnnNode] != w.Node {
+		c.Annotations[inflight.AnnNode] = w.Node
+		changed = true
+	}
+	for _, old := range []string{inflight.AnnSource, inflight.AnnSnapshot} {
+		if _, ok := c.Annotations[old]; ok {
+			delete(c.Annotations, old) // an earlier version's, trusted no more
+			changed = true
+		}
+	}
+	if !changed {
+		return claim, nil
+	}
+	out, err := w.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("recording the volume in flight on the claim: %w", err)
+	}
+	return out, nil
+}
+
+// Drop removes the record: first with one write on the claim as
+// given (usually current), then, on a conflict, from fresh reads of the
+// same claim (same UID: a claim re-created under the name keeps its own).
+func (w *Writer) Drop(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+	c := claim.DeepCopy()
+	if !inflight.Forget(c) {
+		return nil
+	}
+	_, err := w.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{})
+	if err == nil || apierrors.IsNotFound(err) {
+		return nil
+	}
+	return UpdateClaim(ctx, w.Client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
+		return c.UID == claim.UID && inflight.Forget(c)
+	})
+}
+
+// UpdateClaim applies change to a fresh copy of a claim and writes it if
+// change says so, retrying conflicts on fresh reads. A claim that is gone
+// needs nothing.
+func UpdateClaim(ctx context.Context, client kubernetes.Interface, namespace, name string, change func(*v1.PersistentVolumeClaim) bool) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		claim, err := client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if !change(claim) {
+			return nil
+		}
+		_, err = client.CoreV1().PersistentVolumeClaims(namespace).Update(ctx, claim, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// Reschedule hands a claim back to the scheduler: it removes the selected
+// node. The in-flight record stays: an earlier CreateVolume may have made
+// the volume (one that timed out, then ResourceExhausted); in
+// node-deployment mode the record's node cleans it up once the claim has
+// moved. The library would remove the node from its cached claim, which
+// our own writes have usually made stale, so we do it from a fresh read.
+func (w *Writer) Reschedule(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+	return UpdateClaim(ctx, w.Client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
+		if c.UID != claim.UID {
+			return false
+		}
+		_, selected := c.Annotations[storagehelpers.AnnSelectedNode]
+		delete(c.Annotations, storagehelpers.AnnSelectedNode)
+		return selected
+	})
+}
