@@ -37,6 +37,7 @@ import (
 	"github.com/tether-csi/tether/pkg/intern"
 	"github.com/tether-csi/tether/pkg/migration"
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/libv8"
 	"github.com/tether-csi/tether/pkg/provisioner/records"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"github.com/tether-csi/tether/pkg/server"
@@ -212,7 +213,7 @@ func run(ctx context.Context, o options) error {
 	// and not waited for (see SyncedVACs).
 	if caps.ModifyVolume {
 		vacInf := factory.Storage().V1().VolumeAttributesClasses()
-		popts.VolumeAttributesClasses = provisioner.SyncedVACs(vacInf.Lister(), vacInf.Informer().HasSynced)
+		popts.VolumeAttributesClasses = libv8.SyncedVACs(vacInf.Lister(), vacInf.Informer().HasSynced)
 	}
 	// A driver that takes over an in-tree plugin (CSI migration) also
 	// provisions the claims of that plugin's classes, as EP does.
@@ -309,7 +310,7 @@ func run(ctx context.Context, o options) error {
 		libmetrics.M.PersistentVolumeDeleteFailedTotal, libmetrics.M.PersistentVolumeDeleteDurationSeconds} {
 		reg.MustRegister(c)
 	}
-	libVolumes := provisioner.CopyingVolumes(volumeInf.Informer())
+	libVolumes := libv8.CopyingVolumes(volumeInf.Informer())
 	if vaInf != nil {
 		// A PV whose deletion waited for a detach goes back to the
 		// library once detached.
@@ -326,10 +327,10 @@ func run(ctx context.Context, o options) error {
 		// library's default gives up after 15 failures).
 		controller.FailedProvisionThreshold(0),
 		controller.FailedDeleteThreshold(0),
-		controller.ClaimsInformer(provisioner.QuietClaims(claimInf.Informer())),
+		controller.ClaimsInformer(libv8.QuietClaims(claimInf.Informer())),
 		controller.VolumesInformer(libVolumes),
 		controller.ClassesInformer(classInf.Informer()),
-		controller.NodesLister(provisioner.SelectedNodes(nodeInf.Lister())),
+		controller.NodesLister(libv8.SelectedNodes(nodeInf.Lister())),
 		controller.AddFinalizer(true),
 	}
 	if popts.MigratedFrom != "" {

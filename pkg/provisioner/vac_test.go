@@ -5,9 +5,12 @@ import (
 	"maps"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/tether-csi/tether/pkg/provisioner/libv8"
+
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -163,7 +166,7 @@ func TestProvisionReschedules(t *testing.T) {
 			}
 			claim := e.createClaim(newClaim(claimAnn(storagehelpers.AnnSelectedNode, nodeName)))
 			// The library reads the selected node through SelectedNodes.
-			selected, err := SelectedNodes(corelisters.NewNodeLister(e.nodes)).Get(nodeName)
+			selected, err := libv8.SelectedNodes(corelisters.NewNodeLister(e.nodes)).Get(nodeName)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,32 +192,6 @@ func (failingCSINodes) Get(string) (*storagev1.CSINode, error) {
 }
 func (failingCSINodes) List(labels.Selector) ([]*storagev1.CSINode, error) {
 	return nil, errors.New("the API is away")
-}
-
-func TestSelectedNodes(t *testing.T) {
-	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	real := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "here", Labels: kv("a", "b")}}
-	if err := nodes.Add(real); err != nil {
-		t.Fatal(err)
-	}
-	l := SelectedNodes(corelisters.NewNodeLister(nodes))
-	if got, err := l.Get("here"); err != nil || got != real {
-		t.Errorf("Get(here) = %v, %v; want the node", got, err)
-	}
-	got, err := l.Get("gone")
-	if err != nil || got.Name != "gone" || len(got.Labels) != 0 {
-		t.Errorf("Get(gone) = %v, %v; want a node with only its name", got, err)
-	}
-	if all, err := l.List(labels.Everything()); err != nil || len(all) != 1 {
-		t.Errorf("List = %v, %v", all, err)
-	}
-	if state := prepareState(&rescheduleError{errors.New("x")}); state != controller.ProvisioningReschedule {
-		t.Errorf("prepareState(reschedule) = %v", state)
-	}
-	notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "n")
-	if state := prepareState(notFound); state != controller.ProvisioningFinished {
-		t.Errorf("prepareState(other) = %v", state)
-	}
 }
 
 // Provision of a claim with a VolumeAttributesClass: CreateVolume carries
@@ -249,24 +226,28 @@ func TestProvisionVolumeAttributesClass(t *testing.T) {
 	}
 }
 
-func TestSyncedVACs(t *testing.T) {
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	if err := idx.Add(newVAC("gold", driverNm, nil)); err != nil {
+func TestSelectedNodes(t *testing.T) {
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	real := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "here", Labels: map[string]string{"a": "b"}}}
+	if err := nodes.Add(real); err != nil {
 		t.Fatal(err)
 	}
-	synced := false
-	l := SyncedVACs(storagelisters.NewVolumeAttributesClassLister(idx), func() bool { return synced })
-	if _, err := l.Get("gold"); err == nil || !errors.Is(err, errVACsNotSynced) {
-		t.Errorf("Get before the sync: %v, want the not-synced error", err)
+	l := libv8.SelectedNodes(corelisters.NewNodeLister(nodes))
+	if got, err := l.Get("here"); err != nil || got != real {
+		t.Errorf("Get(here) = %v, %v; want the node", got, err)
 	}
-	if _, err := l.List(labels.Everything()); !errors.Is(err, errVACsNotSynced) {
-		t.Errorf("List before the sync: %v, want the not-synced error", err)
+	got, err := l.Get("gone")
+	if err != nil || got.Name != "gone" || len(got.Labels) != 0 {
+		t.Errorf("Get(gone) = %v, %v; want a node with only its name", got, err)
 	}
-	synced = true
-	if v, err := l.Get("gold"); err != nil || v.Name != "gold" {
-		t.Errorf("Get after the sync: %v, %v", v, err)
+	if all, err := l.List(labels.Everything()); err != nil || len(all) != 1 {
+		t.Errorf("List = %v, %v", all, err)
 	}
-	if _, err := l.Get("platinum"); !apierrors.IsNotFound(err) {
-		t.Errorf("Get of a missing class: %v, want NotFound", err)
+	if state := prepareState(&rescheduleError{errors.New("x")}); state != controller.ProvisioningReschedule {
+		t.Errorf("prepareState(reschedule) = %v", state)
+	}
+	notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "n")
+	if state := prepareState(notFound); state != controller.ProvisioningFinished {
+		t.Errorf("prepareState(other) = %v", state)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tether-csi/tether/pkg/provisioner/libv8"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,8 +14,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
-
-	"github.com/tether-csi/tether/pkg/provisioner"
 )
 
 // library models sig-storage-lib-external-provisioner v8's
@@ -57,8 +56,8 @@ type library struct {
 	saveQ    *queue // unsaved PV names
 	unsaved  map[string]*v1.PersistentVolume
 	progress map[string]*v1.PersistentVolumeClaim
-	claims   cache.SharedIndexInformer   // QuietClaims
-	volumes  *provisioner.LibraryVolumes // CopyingVolumes
+	claims   cache.SharedIndexInformer // QuietClaims
+	volumes  *libv8.Volumes            // CopyingVolumes
 }
 
 const finalizerPV = "external-provisioner.volume.kubernetes.io/finalizer"
@@ -77,8 +76,8 @@ func newLibrary(p *provProc, prov libProvisioner, client kubernetes.Interface) *
 		claimQ: newQueue(w, "library-claims"+p.suffix()), volumeQ: newQueue(w, "library-volumes"+p.suffix()),
 		saveQ:   newQueue(w, "library-save"+p.suffix()),
 		unsaved: map[string]*v1.PersistentVolume{}, progress: map[string]*v1.PersistentVolumeClaim{},
-		claims:  provisioner.QuietClaims(p.caches.inf[rClaims]),
-		volumes: provisioner.CopyingVolumes(p.caches.inf[rVolumes])}
+		claims:  libv8.QuietClaims(p.caches.inf[rClaims]),
+		volumes: libv8.CopyingVolumes(p.caches.inf[rVolumes])}
 	enqueueClaim := func(obj any) {
 		if c, ok := obj.(*v1.PersistentVolumeClaim); ok {
 			l.claimQ.Add(string(c.UID))
@@ -177,7 +176,7 @@ func (l *library) provision(ctx context.Context, claim *v1.PersistentVolumeClaim
 	}
 	var node *v1.Node
 	if name := claim.Annotations[storagehelpers.AnnSelectedNode]; name != "" {
-		if node, err = provisioner.SelectedNodes(l.p.nodeLister).Get(name); err != nil {
+		if node, err = libv8.SelectedNodes(l.p.nodeLister).Get(name); err != nil {
 			return controller.ProvisioningNoChange, err
 		}
 	}

@@ -1,4 +1,4 @@
-package provisioner
+package libv8
 
 import (
 	"slices"
@@ -23,38 +23,38 @@ import (
 // It also keeps the handlers added through it (the library's), so that a
 // PV can be handed back to the library without a change of the PV
 // (Requeue).
-func CopyingVolumes(inf cache.SharedIndexInformer) *LibraryVolumes {
-	return &LibraryVolumes{SharedIndexInformer: inf}
+func CopyingVolumes(inf cache.SharedIndexInformer) *Volumes {
+	return &Volumes{SharedIndexInformer: inf}
 }
 
-// LibraryVolumes is the PV informer as the library sees it (CopyingVolumes).
-type LibraryVolumes struct {
+// Volumes is the PV informer as the library sees it (CopyingVolumes).
+type Volumes struct {
 	cache.SharedIndexInformer
 	mu       sync.Mutex
 	handlers []cache.ResourceEventHandler
 }
 
-func (i *LibraryVolumes) GetStore() cache.Store {
+func (i *Volumes) GetStore() cache.Store {
 	return copyingStore{i.SharedIndexInformer.GetStore()}
 }
 
-func (i *LibraryVolumes) keep(h cache.ResourceEventHandler) {
+func (i *Volumes) keep(h cache.ResourceEventHandler) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.handlers = append(i.handlers, h)
 }
 
-func (i *LibraryVolumes) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+func (i *Volumes) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
 	i.keep(h)
 	return i.SharedIndexInformer.AddEventHandler(h)
 }
 
-func (i *LibraryVolumes) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+func (i *Volumes) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
 	i.keep(h)
 	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, resync)
 }
 
-func (i *LibraryVolumes) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+func (i *Volumes) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
 	i.keep(h)
 	return i.SharedIndexInformer.AddEventHandlerWithOptions(h, o)
 }
@@ -63,7 +63,7 @@ func (i *LibraryVolumes) AddEventHandlerWithOptions(h cache.ResourceEventHandler
 // through i as an update without change: the library queues it and looks
 // at it again (a PV whose deletion waited for a detach). A PV not in the
 // store is left alone.
-func (i *LibraryVolumes) Requeue(name string) {
+func (i *Volumes) Requeue(name string) {
 	obj, exists, err := i.SharedIndexInformer.GetStore().GetByKey(name)
 	if err != nil || !exists {
 		return

@@ -1,7 +1,9 @@
-package provisioner
+package libv8
 
 import (
 	"testing"
+
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,7 +13,7 @@ import (
 // A change to a PV read through CopyingVolumes does not reach the cache.
 func TestCopyingVolumes(t *testing.T) {
 	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.PersistentVolume{}, 0, cache.Indexers{})
-	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv", Finalizers: []string{FinalizerVolume}}}
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv", Finalizers: []string{storagehelpers.PVDeletionProtectionFinalizer}}}
 	if err := inf.GetStore().Add(pv); err != nil {
 		t.Fatal(err)
 	}
