@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
+
+	"github.com/tether-csi/tether/pkg/inflight"
 )
 
 // PatchFinalizerClient wraps the clientset handed to
@@ -211,9 +213,7 @@ func (p patchVolumes) releaseDeleted(ctx context.Context, current *v1.Persistent
 func (p patchVolumes) Create(ctx context.Context, pv *v1.PersistentVolume, opts metav1.CreateOptions) (*v1.PersistentVolume, error) {
 	out := pv.DeepCopy()
 	if ref := out.Spec.ClaimRef; ref != nil && p.hooks != nil && p.hooks.claimVersion != nil {
-		if v := p.hooks.claimVersion(ref.UID); v != "" {
-			ref.ResourceVersion = v
-		}
+		inflight.RelayClaimVersion(out, p.hooks.claimVersion(ref.UID))
 	}
 	return p.PersistentVolumeInterface.Create(ctx, out, opts)
 }
