@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make lint: gofmt, go vet, staticcheck, and go.mod tidy with honest
-# `// indirect` marks. Runs on a fresh machine with only the Go module proxy:
+# make lint: gofmt, go vet, staticcheck, go.mod tidy with honest
+# `// indirect` marks, and one writer per object (hack/writers: claims and
+# PVs are written only in the files hack/writers/allow.txt lists). Runs on a fresh machine with only the Go module proxy:
 # staticcheck is built by `go run` at a pinned version (cached by Go).
 # hack/tools is a module of its own (its tools.go imports main packages), so
 # ./... here does not reach it.
@@ -20,6 +21,9 @@ echo "== go vet"
 
 echo "== staticcheck ($STATICCHECK)"
 "$GO" run "$STATICCHECK" ./... || fail "staticcheck"
+
+echo "== one writer per object (hack/writers/allow.txt)"
+"$GO" run ./hack/writers || fail "a claim or PV written outside the files hack/writers/allow.txt lists"
 
 echo "== go mod tidy"
 if ! diff=$("$GO" mod tidy -diff 2>&1); then

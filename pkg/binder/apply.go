@@ -19,12 +19,15 @@ import (
 )
 
 // Writer applies decisions to the API. It is the only part of the binder
-// that writes. Every write (an update, or a merge patch of what changed
-// where the cache holds less than the server: patch.go) carries the
-// resourceVersion it was decided on, so a concurrent change makes it fail
-// with a conflict instead of overwriting; the caller then decides again
-// from fresh state. Every object a write returns goes into the caches, so
-// the next decision never sees an older version than the binder's own.
+// that writes claims and PVs (make lint checks it: hack/writers). Every
+// update or patch (a merge patch of what changed where the cache holds
+// less than the server: patch.go; a node-loss release's marks:
+// apply_nodeloss.go) carries the resourceVersion it was decided on, so a
+// concurrent change makes it fail with a conflict instead of overwriting;
+// the caller then decides again from fresh state. Every deletion (node
+// loss) carries the object's UID. Every object a write returns goes into
+// the caches, so the next decision never sees an older version than the
+// binder's own.
 type Writer struct {
 	Client   kubernetes.Interface
 	Recorder record.EventRecorder

@@ -48,11 +48,36 @@ type Options struct {
 	// its volumes are released, in classes that opt in (nodeloss.AnnPolicy);
 	// 0 is nodeloss.DefaultGrace.
 	NodeLossGrace time.Duration
+	// Inputs, when set, are the caches and queues the Controller runs on,
+	// instead of the informers and queues New makes from Client; Start and
+	// Run then start no informer (they are the caller's). Nil in
+	// production.
+	Inputs *Inputs
+	// KeepRecords leaves the provisioner's in-flight record on the claims
+	// the binder binds, as kube-controller-manager's binder does; tether's
+	// binder drops it in its bind write (false).
+	KeepRecords bool
+}
+
+// Inputs are what a Controller runs on in place of its own informers and
+// queues: the claim, volume and class informers (New registers the
+// handlers that fill the Store and the Index on them), the node lister and
+// whether it has synced, the node informer whose events feed the node-loss
+// tracker (nil for none), and the claim and volume queues that the
+// handlers fill and the syncs drain. The deterministic simulator (test/sim)
+// delivers these itself, one step at a time.
+type Inputs struct {
+	Claims, Volumes, Classes cache.SharedIndexInformer
+	Nodes                    corelisters.NodeLister
+	NodesSynced              cache.InformerSynced
+	NodeEvents               cache.SharedIndexInformer
+	ClaimQueue, VolumeQueue  workqueue.TypedRateLimitingInterface[string]
 }
 
 // Controller runs the binder.
 type Controller struct {
-	opts        Options
+	opts Options
+	// factory makes the informers; nil with Options.Inputs.
 	factory     informers.SharedInformerFactory
 	claims      *Store[*v1.PersistentVolumeClaim]
 	volumes     *Index
@@ -96,18 +121,27 @@ func New(opts Options) (*Controller, error) {
 	if opts.Workers < 1 {
 		return nil, fmt.Errorf("binder: workers must be at least 1, got %d", opts.Workers)
 	}
+	in := opts.Inputs
+	if in != nil && (in.Claims == nil || in.Volumes == nil || in.Classes == nil || in.Nodes == nil ||
+		in.NodesSynced == nil || in.ClaimQueue == nil || in.VolumeQueue == nil) {
+		return nil, fmt.Errorf("binder: inputs lack an informer, the node lister, NodesSynced or a queue")
+	}
 	c := &Controller{
 		opts:    opts,
 		claims:  NewStore[*v1.PersistentVolumeClaim](),
 		volumes: NewIndex(),
 		pending: newPendingClaims(),
 		now:     time.Now,
-		factory: informers.NewSharedInformerFactoryWithOptions(opts.Client, opts.ResyncPeriod,
-			informers.WithTransform(transform)),
-		claimQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "claims"}),
-		volumeQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "volumes"}),
+	}
+	if in != nil {
+		c.claimQueue, c.volumeQueue = in.ClaimQueue, in.VolumeQueue
+	} else {
+		c.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, opts.ResyncPeriod,
+			informers.WithTransform(transform))
+		c.claimQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "claims"})
+		c.volumeQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "volumes"})
 	}
 	c.metrics = NewMetrics(opts.Registerer, c.volumes, c.claims)
 	c.metrics.collector.serving = c.leading.Load
@@ -117,8 +151,21 @@ func New(opts Options) (*Controller, error) {
 		c.broadcaster = record.NewBroadcaster()
 		recorder = c.broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventSource})
 	}
-	c.writer = &Writer{Client: opts.Client, Recorder: recorder, Volumes: c.volumes, Claims: c.claims, Metrics: c.metrics}
+	c.writer = &Writer{Client: opts.Client, Recorder: recorder, Volumes: c.volumes, Claims: c.claims, Metrics: c.metrics,
+		keepRecords: opts.KeepRecords}
 
+	if in != nil {
+		c.classLister, c.nodeLister = storagelisters.NewStorageClassLister(in.Classes.GetIndexer()), in.Nodes
+		if err := c.watch(in.Claims, in.Volumes, in.Classes, in.NodesSynced); err != nil {
+			return nil, err
+		}
+		if in.NodeEvents != nil {
+			if err := c.watchNodes(in.NodeEvents); err != nil {
+				return nil, err
+			}
+		}
+		return c, nil
+	}
 	classInf := c.factory.Storage().V1().StorageClasses()
 	nodeInf := c.factory.Core().V1().Nodes()
 	c.classLister, c.nodeLister = classInf.Lister(), nodeInf.Lister()
@@ -179,11 +226,14 @@ func transform(obj any) (any, error) {
 // by for the lease calls it, so that it leads with its caches already
 // synced instead of listing every claim and volume then (12 s at 100,000
 // pairs). Calling it again, or Run after it, starts nothing twice. The
-// informers stop when ctx ends.
+// informers stop when ctx ends. With Options.Inputs it starts none: they
+// are the caller's.
 func (c *Controller) Start(ctx context.Context) {
 	c.started.Do(func() {
 		c.handlerLog = klog.FromContext(ctx)
-		c.factory.Start(ctx.Done())
+		if c.factory != nil {
+			c.factory.Start(ctx.Done())
+		}
 		go func() {
 			if cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 				klog.FromContext(ctx).Info("Caches synced", "volumes", c.volumes.Len())
@@ -206,8 +256,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	ownInformers := false
 	c.started.Do(func() {
 		c.handlerLog = logger
-		c.factory.Start(ctx.Done())
-		ownInformers = true
+		if c.factory != nil {
+			c.factory.Start(ctx.Done())
+			ownInformers = true
+		}
 	})
 	if ownInformers {
 		// Started on ctx: they stop with it, and Run waits for them.

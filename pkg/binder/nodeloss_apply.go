@@ -2,9 +2,7 @@ package binder
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -25,9 +23,10 @@ const (
 	ReasonNodeLossVolume      = "NodeLossVolume"
 )
 
-// applyNodeLoss carries out one step. Every write carries the version it
-// was decided on (a conflict has the sync decide again); the release and
-// the claim's deletion are first checked on the API server's word.
+// applyNodeLoss carries out one step, its writes through the Writer
+// (apply_nodeloss.go). Every write carries the version it was decided on
+// (a conflict has the sync decide again); the release and the claim's
+// deletion are first checked on the API server's word.
 func (c *Controller) applyNodeLoss(ctx context.Context, in nodeloss.Input, step nodeloss.Step) error {
 	pv, node := in.PV, in.Node
 	switch step.Op {
@@ -35,9 +34,9 @@ func (c *Controller) applyNodeLoss(ctx context.Context, in nodeloss.Input, step 
 		c.volumeQueue.AddAfter(pv.Name, step.At.Sub(in.Now))
 	case nodeloss.MarkLost:
 		at := step.Since.Add(c.nodeLoss.grace).UTC().Format(time.RFC3339)
-		if err := c.patchMarks(ctx, pv, map[string]any{"annotations": map[string]any{nodeloss.AnnLostNode: node.Name,
+		if err := c.writer.markVolume(ctx, pv, map[string]any{nodeloss.AnnLostNode: node.Name,
 			nodeloss.AnnLostHostname: c.lostHostname(pv, node.Name), nodeloss.AnnLostSince: step.Since.UTC().Format(time.RFC3339), nodeloss.AnnReleaseAfter: at,
-			nodeloss.AnnLostClaim: string(pv.Spec.ClaimRef.UID), nodeloss.AnnReleased: nil}}); err != nil {
+			nodeloss.AnnLostClaim: string(pv.Spec.ClaimRef.UID), nodeloss.AnnReleased: nil}); err != nil {
 			return err
 		}
 		msg := fmt.Sprintf("node %s is %s since %s; the class releases claims on node loss: claim %s is released at %s unless the node comes back first",
@@ -59,8 +58,8 @@ func (c *Controller) applyNodeLoss(ctx context.Context, in nodeloss.Input, step 
 		if going, err := c.claimDeletionSent(ctx, pv); err != nil || going {
 			return err
 		}
-		if err := c.patchMarks(ctx, pv, map[string]any{"annotations": map[string]any{
-			nodeloss.AnnReleased: in.Now.UTC().Format(time.RFC3339)}}); err != nil {
+		if err := c.writer.markVolume(ctx, pv, map[string]any{
+			nodeloss.AnnReleased: in.Now.UTC().Format(time.RFC3339)}); err != nil {
 			return err
 		}
 		c.nodeLoss.released.WithLabelValues(string(pv.Spec.PersistentVolumeReclaimPolicy)).Inc()
@@ -75,26 +74,18 @@ func (c *Controller) applyNodeLoss(ctx context.Context, in nodeloss.Input, step 
 			return c.notLost(ctx, pv, node.Name, err)
 		}
 		ref := pv.Spec.ClaimRef
-		err := c.opts.Client.CoreV1().PersistentVolumeClaims(ref.Namespace).Delete(ctx, ref.Name,
-			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ref.UID}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := c.writer.deleteClaim(ctx, ref); err != nil {
 			return err
 		}
 		klog.FromContext(ctx).Info("Deleted a claim released for node loss", "pvc", klog.KRef(ref.Namespace, ref.Name), "node", node.Name)
 	case nodeloss.DeleteVolume:
-		err := c.opts.Client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name,
-			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pv.UID}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := c.writer.deleteVolume(ctx, pv); err != nil {
 			return err
 		}
 		c.writer.Recorder.Event(pv, v1.EventTypeNormal, ReasonNodeLossVolume, fmt.Sprintf(
 			"deleting the PV of a claim released for node loss, without DeleteVolume: %s", leftOnDisk(pv)))
 	case nodeloss.DropFinalizer:
-		kept := slices.DeleteFunc(slices.Clone(pv.Finalizers), func(f string) bool { return f == nodeloss.FinalizerDeletion })
-		if kept == nil {
-			kept = []string{}
-		}
-		if err := c.patchMarks(ctx, pv, map[string]any{"finalizers": kept}); err != nil {
+		if err := c.writer.dropVolumeFinalizer(ctx, pv, nodeloss.FinalizerDeletion); err != nil {
 			return err
 		}
 		if pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete {
@@ -114,7 +105,7 @@ func (c *Controller) unmark(ctx context.Context, in nodeloss.Input) error {
 	for _, k := range nodeloss.Marks {
 		drop[k] = nil
 	}
-	if err := c.patchMarks(ctx, pv, map[string]any{"annotations": drop}); err != nil {
+	if err := c.writer.markVolume(ctx, pv, drop); err != nil {
 		return err
 	}
 	if in.Claim == nil || in.Claim.DeletionTimestamp != nil || pv.Annotations[nodeloss.AnnLostClaim] != string(in.Claim.UID) {
@@ -167,25 +158,6 @@ func (c *Controller) notLost(ctx context.Context, pv *v1.PersistentVolume, node 
 	}
 	klog.FromContext(ctx).V(2).Info("The node is not lost, or the class opts in no more, on the API server's word; not releasing", "node", node)
 	c.volumeQueue.AddAfter(pv.Name, 5*time.Second)
-	return nil
-}
-
-// patchMarks writes the given members of a PV's metadata (its marks, or
-// its finalizers: a list is replaced whole) with a merge patch that
-// carries the version they were decided on (a change meanwhile is a
-// conflict), and takes the answer into the index. A patch, not an
-// update: nothing the binder's cache does not hold is written back.
-func (c *Controller) patchMarks(ctx context.Context, pv *v1.PersistentVolume, meta map[string]any) error {
-	meta["resourceVersion"] = pv.ResourceVersion
-	data, err := json.Marshal(map[string]any{"metadata": meta})
-	if err != nil {
-		return err
-	}
-	out, err := c.opts.Client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.MergePatchType, data, metav1.PatchOptions{})
-	if err != nil {
-		return err
-	}
-	c.volumes.Returned(out)
 	return nil
 }
 

@@ -3,51 +3,12 @@ package binder
 import (
 	"context"
 	"time"
-
-	corelisters "k8s.io/client-go/listers/core/v1"
-	storagelisters "k8s.io/client-go/listers/storage/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 )
 
 // Seams for the deterministic simulator (test/sim), which runs the
 // binder's own handlers, syncs and writer one step at a time, from caches
-// it delivers itself, instead of Run's informers and workers. Production
-// code does not use them.
-
-// SimInputs replace what Run would start: the claim, volume and class
-// informers (the handlers that fill the Store and the Index are registered
-// on them, as New does on its own), the node lister and whether it has
-// synced, and the claim and volume queues (the queues New made are shut
-// down).
-type SimInputs struct {
-	Claims, Volumes, Classes cache.SharedIndexInformer
-	Nodes                    corelisters.NodeLister
-	NodesSynced              cache.InformerSynced
-	// NodeEvents, when set, feeds the node-loss tracker (as New's node
-	// informer does).
-	NodeEvents              cache.SharedIndexInformer
-	ClaimQueue, VolumeQueue workqueue.TypedRateLimitingInterface[string]
-	// KCM: the binder stands for kube-controller-manager's, which leaves
-	// the provisioner's in-flight record on the claims it binds.
-	KCM bool
-}
-
-// UseSimInputs wires a Controller to the simulator's inputs.
-func (c *Controller) UseSimInputs(in SimInputs) error {
-	c.claimQueue.ShutDown()
-	c.volumeQueue.ShutDown()
-	c.classLister, c.nodeLister = storagelisters.NewStorageClassLister(in.Classes.GetIndexer()), in.Nodes
-	c.claimQueue, c.volumeQueue = in.ClaimQueue, in.VolumeQueue
-	c.writer.keepRecords = in.KCM
-	if err := c.watch(in.Claims, in.Volumes, in.Classes, in.NodesSynced); err != nil {
-		return err
-	}
-	if in.NodeEvents != nil {
-		return c.watchNodes(in.NodeEvents)
-	}
-	return nil
-}
+// and queues it delivers itself (Options.Inputs), instead of Run's
+// informers and workers. Production code does not use them.
 
 // SetClock sets the binder's clock (node loss times its grace with it).
 func (c *Controller) SetClock(now func() time.Time) { c.now = now }

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
+
+	"github.com/tether-csi/tether/pkg/inflight"
 )
 
 // conflictRetries is how often one sync decides again from fresh state
@@ -72,7 +74,7 @@ func (c *Controller) syncClaimOnce(ctx context.Context, claim *v1.PersistentVolu
 		if in.Match = c.volumes.Reserve(q); in.Match != nil {
 			defer c.volumes.Release(in.Match.Name, needs.UID)
 		}
-		if ClaimBehindVolume(claim, in.Match) {
+		if inflight.ClaimBehindVolume(claim, in.Match) {
 			klog.FromContext(ctx).V(4).Info("Claim cache older than its volume's claimRef; waiting for its update", "pv", klog.KObj(in.Match))
 			return nil
 		}

@@ -500,7 +500,7 @@ func TestResourceExhaustedReschedulesOnlyWithTopology(t *testing.T) {
 // The library saves the PV with a claimRef made from its own copy of the
 // claim, which predates the in-flight write. Saved through LibraryClient,
 // the PV names the version of that write instead: the binder, which waits
-// until its cache has the claimRef's version (binder.ClaimBehindVolume),
+// until its cache has the claimRef's version (inflight.ClaimBehindVolume),
 // then binds from the claim with the record, and its write does not
 // conflict.
 func TestSavedPVNamesTheInFlightWrite(t *testing.T) {

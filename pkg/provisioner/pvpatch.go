@@ -13,7 +13,7 @@ import (
 // version of the claim that Provision wrote (the in-flight record), not
 // that of the library's own copy, which predates the write. The binder
 // waits until its cache holds that version of the claim before it binds
-// (binder.ClaimBehindVolume); with the older one it would bind from a claim
+// (inflight.ClaimBehindVolume); with the older one it would bind from a claim
 // that has changed since, and its write would fail with a conflict.
 //
 // Before the library removes the deletion finalizer from a PV (its reclaim

@@ -27,7 +27,7 @@ import (
 // model: the same library (library.go) calling a provisioner that keeps no
 // record (CreateVolume by the claim's UID, the PV from its answer, no
 // clones), after EP v6.3.0's provisioner where it matters here. KCM's
-// binder is tether's binder without the record drop (binder.SimInputs.KCM):
+// binder is tether's binder without the record drop (binder.Options.KeepRecords):
 // its decisions are the same for what the sim checks. EP's own leaks (a
 // claim deleted while its CreateVolume goes on: EP#486) and EP's deletes
 // are not tether's: volumes EP's calls make are left out of the leak

@@ -383,20 +383,18 @@ func (w *World) startBinder() {
 func (w *World) newBinder(role string) *bindProc {
 	b := &bindProc{w: w, role: role, claimQ: newQueue(w, role+"-claims"), volumeQ: newQueue(w, role+"-volumes")}
 	b.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes)
+	inf := b.caches.inf
+	w.forget(role)
+	w.watchNodeHandlerOf(inf[rNodes], func() string { return b.role })
 	ctrl, err := binder.New(binder.Options{Client: w.newClientOf(func() string { return b.role }), Workers: 1,
-		Recorder: recorder{w}, NodeLossGrace: simGrace})
+		Recorder: recorder{w}, NodeLossGrace: simGrace, KeepRecords: w.upstream,
+		Inputs: &binder.Inputs{Claims: inf[rClaims], Volumes: inf[rVolumes], Classes: inf[rClasses],
+			Nodes: corelisters.NewNodeLister(inf[rNodes].indexer), NodesSynced: inf[rNodes].HasSynced, NodeEvents: inf[rNodes],
+			ClaimQueue: b.claimQ, VolumeQueue: b.volumeQ}})
 	if err != nil {
 		panic(err)
 	}
 	ctrl.SetClock(w.clock)
-	inf := b.caches.inf
-	w.forget(role)
-	w.watchNodeHandlerOf(inf[rNodes], func() string { return b.role })
-	if err := ctrl.UseSimInputs(binder.SimInputs{Claims: inf[rClaims], Volumes: inf[rVolumes], Classes: inf[rClasses],
-		Nodes: corelisters.NewNodeLister(inf[rNodes].indexer), NodesSynced: inf[rNodes].HasSynced, NodeEvents: inf[rNodes],
-		ClaimQueue: b.claimQ, VolumeQueue: b.volumeQ, KCM: w.upstream}); err != nil {
-		panic(err)
-	}
 	b.ctrl = ctrl
 	b.caches.fill()
 	b.firstPVs = w.api.keys(rVolumes)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tether-csi/tether/pkg/inflight"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -179,9 +180,7 @@ func (p patchVolumes) releaseDeleted(ctx context.Context, current *v1.Persistent
 func (p patchVolumes) Create(ctx context.Context, pv *v1.PersistentVolume, opts metav1.CreateOptions) (*v1.PersistentVolume, error) {
 	out := pv.DeepCopy()
 	if ref := out.Spec.ClaimRef; ref != nil && p.hooks != nil && p.hooks.ClaimVersion != nil {
-		if v := p.hooks.ClaimVersion(ref.UID); v != "" {
-			ref.ResourceVersion = v
-		}
+		inflight.RelayClaimVersion(out, p.hooks.ClaimVersion(ref.UID))
 	}
 	return p.PersistentVolumeInterface.Create(ctx, out, opts)
 }
