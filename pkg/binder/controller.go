@@ -53,6 +53,8 @@ type Options struct {
 	// Run then start no informer (they are the caller's). Nil in
 	// production.
 	Inputs *Inputs
+	// Clock is the time (nil: time.Now); node loss times its grace with it.
+	Clock func() time.Time
 	// KeepRecords leaves the provisioner's in-flight record on the claims
 	// the binder binds, as kube-controller-manager's binder does; tether's
 	// binder drops it in its bind write (false).
@@ -132,6 +134,9 @@ func New(opts Options) (*Controller, error) {
 		volumes: NewIndex(),
 		pending: newPendingClaims(),
 		now:     time.Now,
+	}
+	if opts.Clock != nil {
+		c.now = opts.Clock
 	}
 	if in != nil {
 		c.claimQueue, c.volumeQueue = in.ClaimQueue, in.VolumeQueue

@@ -45,11 +45,11 @@ func newLossBinder(t *testing.T, objs ...runtime.Object) *lossBinder {
 	v := &versions{tracker: b.client.Tracker(), next: 1000}
 	b.client.PrependReactor("update", "*", v.update)
 	b.client.PrependReactor("patch", "persistentvolumes", v.patch)
-	c, err := New(Options{Client: b.client, Workers: 1, Recorder: b.recorder, NodeLossGrace: lossGrace})
+	c, err := New(Options{Client: b.client, Workers: 1, Recorder: b.recorder, NodeLossGrace: lossGrace,
+		Clock: func() time.Time { return b.now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetClock(func() time.Time { return b.now })
 	b.c = c
 	for _, o := range objs {
 		b.cache(o)

@@ -90,13 +90,13 @@ func TestNodeLossRelease(t *testing.T) {
 	client.PrependReactor("update", "*", v.update)
 	client.PrependReactor("patch", "persistentvolumes", v.patch)
 	recorder := record.NewFakeRecorder(1000)
-	c, err := New(Options{Client: client, Workers: 2, Recorder: recorder, NodeLossGrace: time.Hour})
+	var mu sync.Mutex
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	c, err := New(Options{Client: client, Workers: 2, Recorder: recorder, NodeLossGrace: time.Hour,
+		Clock: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	c.SetClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
 	ctx := runController(t, c)
 	pvs := client.CoreV1().PersistentVolumes()
 	claims := client.CoreV1().PersistentVolumeClaims(ns)

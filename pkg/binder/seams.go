@@ -2,16 +2,12 @@ package binder
 
 import (
 	"context"
-	"time"
 )
 
 // Seams for the deterministic simulator (test/sim), which runs the
 // binder's own handlers, syncs and writer one step at a time, from caches
 // and queues it delivers itself (Options.Inputs), instead of Run's
 // informers and workers. Production code does not use them.
-
-// SetClock sets the binder's clock (node loss times its grace with it).
-func (c *Controller) SetClock(now func() time.Time) { c.now = now }
 
 // Synced reports whether Run's workers would have started: what they wait
 // for (see watch) has synced.

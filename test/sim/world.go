@@ -387,14 +387,13 @@ func (w *World) newBinder(role string) *bindProc {
 	w.forget(role)
 	w.watchNodeHandlerOf(inf[rNodes], func() string { return b.role })
 	ctrl, err := binder.New(binder.Options{Client: w.newClientOf(func() string { return b.role }), Workers: 1,
-		Recorder: recorder{w}, NodeLossGrace: simGrace, KeepRecords: w.upstream,
+		Recorder: recorder{w}, NodeLossGrace: simGrace, KeepRecords: w.upstream, Clock: w.clock,
 		Inputs: &binder.Inputs{Claims: inf[rClaims], Volumes: inf[rVolumes], Classes: inf[rClasses],
 			Nodes: corelisters.NewNodeLister(inf[rNodes].indexer), NodesSynced: inf[rNodes].HasSynced, NodeEvents: inf[rNodes],
 			ClaimQueue: b.claimQ, VolumeQueue: b.volumeQ}})
 	if err != nil {
 		panic(err)
 	}
-	ctrl.SetClock(w.clock)
 	b.ctrl = ctrl
 	b.caches.fill()
 	b.firstPVs = w.api.keys(rVolumes)
