@@ -40,6 +40,7 @@ import (
 	"github.com/tether-csi/tether/pkg/provisioner/libv8"
 	"github.com/tether-csi/tether/pkg/provisioner/records"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
+	"github.com/tether-csi/tether/pkg/provisioner/static"
 	"github.com/tether-csi/tether/pkg/server"
 )
 
@@ -289,7 +290,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	static, err := prov.NewStatic(provisioner.StaticOptions{Volumes: volumeInf.Informer(),
+	static, err := static.New(static.Options{Client: client, Driver: driver, Deleter: prov, Volumes: volumeInf.Informer(),
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax)})
 	if err != nil {
 		return err

@@ -23,9 +23,9 @@ var targets = []target{
 	{Dir: "pkg/nodeloss", Files: []string{"decide.go", "nodeloss.go", "pin.go", "tracker.go"}},
 	{Dir: "pkg/binder", Files: []string{"decide_claim.go", "decide_volume.go", "match.go", "settled.go"}},
 	{Dir: "pkg/provisioner/records", Files: []string{"decide.go"}}, // Decide and what it reads
+	{Dir: "pkg/provisioner/static", Files: []string{"decide.go"}},     // Decide
 	{Dir: "pkg/provisioner", Files: []string{
 		"detach.go",         // decideDetach
-		"static.go",         // decideStatic
 		"orphans_decide.go", // the sweep's DecideOrphan
 		"orphans_account.go",
 	}},

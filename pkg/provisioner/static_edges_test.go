@@ -4,7 +4,10 @@ import (
 	"slices"
 	"testing"
 
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/tether-csi/tether/pkg/provisioner/static"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,12 +20,12 @@ import (
 // drops the finalizer of that same PV, so that the PV goes.
 func TestStaticReclaimDropsTheFinalizerThatHoldsThePV(t *testing.T) {
 	e := newEnv(t)
-	s, err := e.p.NewStatic(StaticOptions{Volumes: e.volumes, RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string]()})
+	s, err := static.New(static.Options{Client: e.client, Driver: driverNm, Deleter: e.p, Volumes: e.volumes, RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string]()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.driver.CreateVolume(e.ctx, &csi.CreateVolumeRequest{Name: "static"}) // handle h-static
-	pv := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeReleased, FinalizerVolume)
+	pv := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeReleased, storagehelpers.PVDeletionProtectionFinalizer)
 	e.savePV(pv)
 	tracker := e.client.Tracker()
 	pvs := v1.SchemeGroupVersion.WithResource("persistentvolumes")
@@ -37,7 +40,7 @@ func TestStaticReclaimDropsTheFinalizerThatHoldsThePV(t *testing.T) {
 		return true, nil, tracker.Update(pvs, held, "")
 	})
 	e.refresh()
-	if err := s.sync(e.ctx, pv.Name); err != nil {
+	if err := s.Reconcile(e.ctx, pv.Name); err != nil {
 		t.Fatal(err)
 	}
 	if vols := e.driver.volumes(); len(vols) != 0 {
@@ -47,8 +50,8 @@ func TestStaticReclaimDropsTheFinalizerThatHoldsThePV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.DeletionTimestamp == nil || slices.Contains(got.Finalizers, FinalizerVolume) {
-		t.Errorf("the PV: deleting %v, finalizers %v; want it deleting without %s", got.DeletionTimestamp != nil, got.Finalizers, FinalizerVolume)
+	if got.DeletionTimestamp == nil || slices.Contains(got.Finalizers, storagehelpers.PVDeletionProtectionFinalizer) {
+		t.Errorf("the PV: deleting %v, finalizers %v; want it deleting without %s", got.DeletionTimestamp != nil, got.Finalizers, storagehelpers.PVDeletionProtectionFinalizer)
 	}
 }
 
@@ -56,29 +59,29 @@ func TestStaticReclaimDropsTheFinalizerThatHoldsThePV(t *testing.T) {
 // admin made a new one), the reclaimer leaves the new one's finalizer.
 func TestStaticReclaimLeavesANewPVOfTheSameName(t *testing.T) {
 	e := newEnv(t)
-	s, err := e.p.NewStatic(StaticOptions{Volumes: e.volumes, RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string]()})
+	s, err := static.New(static.Options{Client: e.client, Driver: driverNm, Deleter: e.p, Volumes: e.volumes, RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string]()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.driver.CreateVolume(e.ctx, &csi.CreateVolumeRequest{Name: "static"}) // handle h-static
-	pv := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeReleased, FinalizerVolume)
+	pv := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeReleased, storagehelpers.PVDeletionProtectionFinalizer)
 	e.savePV(pv)
 	tracker := e.client.Tracker()
 	pvs := v1.SchemeGroupVersion.WithResource("persistentvolumes")
 	e.client.PrependReactor("delete", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		renewed := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeBound, FinalizerVolume)
+		renewed := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeBound, storagehelpers.PVDeletionProtectionFinalizer)
 		renewed.UID = "pv-uid-2"
 		return true, nil, tracker.Update(pvs, renewed, "")
 	})
 	e.refresh()
-	if err := s.sync(e.ctx, pv.Name); err != nil {
+	if err := s.Reconcile(e.ctx, pv.Name); err != nil {
 		t.Fatal(err)
 	}
 	got, err := e.client.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.UID != "pv-uid-2" || !slices.Contains(got.Finalizers, FinalizerVolume) {
-		t.Errorf("the new PV: UID %s, finalizers %v; want pv-uid-2 keeping %s", got.UID, got.Finalizers, FinalizerVolume)
+	if got.UID != "pv-uid-2" || !slices.Contains(got.Finalizers, storagehelpers.PVDeletionProtectionFinalizer) {
+		t.Errorf("the new PV: UID %s, finalizers %v; want pv-uid-2 keeping %s", got.UID, got.Finalizers, storagehelpers.PVDeletionProtectionFinalizer)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/tether-csi/tether/pkg/provisioner/static"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
@@ -22,47 +23,10 @@ func staticPV(policy v1.PersistentVolumeReclaimPolicy, phase v1.PersistentVolume
 	}
 }
 
-func TestDecideStatic(t *testing.T) {
-	del, keep := v1.PersistentVolumeReclaimDelete, v1.PersistentVolumeReclaimRetain
-	deleting := func(pv *v1.PersistentVolume) *v1.PersistentVolume {
-		now := metav1.Now()
-		pv.DeletionTimestamp = &now
-		return pv
-	}
-	provisioned := func(pv *v1.PersistentVolume) *v1.PersistentVolume {
-		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, storagehelpers.AnnDynamicallyProvisioned, driverNm)
-		return pv
-	}
-	otherDriver := staticPV(del, v1.VolumeReleased)
-	otherDriver.Spec.CSI.Driver = "other.csi"
-	tests := []struct {
-		name string
-		pv   *v1.PersistentVolume
-		want staticOp
-	}{
-		{"bound with Delete: the finalizer goes on", staticPV(del, v1.VolumeBound), staticAddFinalizer},
-		{"bound with Delete and the finalizer", staticPV(del, v1.VolumeBound, FinalizerVolume), staticNone},
-		{"available with Delete: nothing yet", staticPV(del, v1.VolumeAvailable), staticNone},
-		{"released with Delete: delete the backend volume", staticPV(del, v1.VolumeReleased, FinalizerVolume), staticDelete},
-		{"released with Delete, no finalizer (bound before the switch)", staticPV(del, v1.VolumeReleased), staticDelete},
-		{"released, being deleted, finalizer gone: done", deleting(staticPV(del, v1.VolumeReleased)), staticNone},
-		{"released, being deleted, finalizer still there (a crash mid-way)", deleting(staticPV(del, v1.VolumeReleased, FinalizerVolume)), staticDelete},
-		{"bound with Retain and our finalizer (policy changed): the finalizer goes", staticPV(keep, v1.VolumeBound, FinalizerVolume), staticRemoveFinalizer},
-		{"released with Retain: kept", staticPV(keep, v1.VolumeReleased), staticNone},
-		{"a provisioned PV is the library's", provisioned(staticPV(del, v1.VolumeReleased)), staticNone},
-		{"another driver's PV", otherDriver, staticNone},
-	}
-	for _, tt := range tests {
-		if got := decideStatic(tt.pv, driverNm); got != tt.want {
-			t.Errorf("%s: got %d, want %d", tt.name, got, tt.want)
-		}
-	}
-}
-
 // A released static PV with Delete: the backend volume, then the PV.
 func TestStaticReclaim(t *testing.T) {
 	e := newEnv(t)
-	s, err := e.p.NewStatic(StaticOptions{Volumes: e.volumes, RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string]()})
+	s, err := static.New(static.Options{Client: e.client, Driver: driverNm, Deleter: e.p, Volumes: e.volumes, RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string]()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +34,11 @@ func TestStaticReclaim(t *testing.T) {
 	pv := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeBound)
 	e.savePV(pv)
 	e.refresh()
-	if err := s.sync(e.ctx, pv.Name); err != nil {
+	if err := s.Reconcile(e.ctx, pv.Name); err != nil {
 		t.Fatal(err)
 	}
 	got, err := e.client.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{})
-	if err != nil || !slices.Contains(got.Finalizers, FinalizerVolume) {
+	if err != nil || !slices.Contains(got.Finalizers, storagehelpers.PVDeletionProtectionFinalizer) {
 		t.Fatalf("bound static PV: finalizers %v, err %v", got.Finalizers, err)
 	}
 	got.Status.Phase = v1.VolumeReleased
@@ -82,7 +46,7 @@ func TestStaticReclaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.refresh()
-	if err := s.sync(e.ctx, pv.Name); err != nil {
+	if err := s.Reconcile(e.ctx, pv.Name); err != nil {
 		t.Fatal(err)
 	}
 	if vols := e.driver.volumes(); len(vols) != 0 {
