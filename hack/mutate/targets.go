@@ -23,11 +23,13 @@ var targets = []target{
 	{Dir: "pkg/nodeloss", Files: []string{"decide.go", "nodeloss.go", "pin.go", "tracker.go"}},
 	{Dir: "pkg/binder", Files: []string{"decide_claim.go", "decide_volume.go", "match.go", "settled.go"}},
 	{Dir: "pkg/provisioner", Files: []string{
-		"settle.go",         // decideSettle and what it reads
-		"detach.go",         // decideDetach
-		"static.go",         // decideStatic
-		"orphans_decide.go", // the sweep's DecideOrphan
-		"orphans_account.go",
+		"settle.go", // decideSettle and what it reads
+		"detach.go", // decideDetach
+		"static.go", // decideStatic
+	}},
+	{Dir: "pkg/provisioner/sweep", Files: []string{
+		"decide.go", // the sweep's Decide
+		"account.go",
 	}},
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -16,9 +15,6 @@ import (
 // SetClock sets the Provisioner's clock.
 func (p *Provisioner) SetClock(now func() time.Time) { p.now = now }
 
-// SetClock sets the Sweeper's clock.
-func (s *Sweeper) SetClock(now func() time.Time) { s.now = now }
-
 // SetQueue replaces the reconciler's work queue (the one it was made with
 // is shut down). Call it before the informers deliver anything.
 func (r *InFlight) SetQueue(q workqueue.TypedRateLimitingInterface[string]) {
@@ -28,13 +24,6 @@ func (r *InFlight) SetQueue(q workqueue.TypedRateLimitingInterface[string]) {
 
 // Sync settles one claim's in-flight record, as a worker of Run does.
 func (r *InFlight) Sync(ctx context.Context, key string) error { return r.sync(ctx, key) }
-
-// NewSimSweeper makes a Sweeper for the simulator, which keeps its own
-// clock and calls Sweep itself; volumes is the PV informer.
-func (p *Provisioner) NewSimSweeper(o SweepOptions, volumes cache.SharedIndexInformer) (*Sweeper, error) {
-	o.VolumeEvents = volumes
-	return p.NewSweeper(context.Background(), o)
-}
 
 // SetQueue replaces the clone protection's work queue (the one it was made
 // with is shut down). Call it before the informers deliver anything.
