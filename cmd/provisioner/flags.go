@@ -18,6 +18,7 @@ import (
 	"github.com/tether-csi/tether/pkg/nodeloss"
 	"github.com/tether-csi/tether/pkg/provisioner"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
+	"github.com/tether-csi/tether/pkg/provisioner/sweep"
 	"github.com/tether-csi/tether/pkg/server"
 )
 
@@ -38,7 +39,7 @@ type options struct {
 	capacityImmediate             bool
 	capacityPoll                  time.Duration
 	capacityOwnerLevel            int
-	orphans                       provisioner.SweepOptions
+	orphans                       sweep.Options
 	clusterID                     string
 	handBack                      bool
 	nodeLossGrace                 time.Duration
@@ -84,7 +85,7 @@ func defaultOptions() options {
 		node:               provisioner.NodeDeployment{ImmediateBinding: true, BaseDelay: 20 * time.Second, MaxDelay: 60 * time.Second},
 		capacityPoll:       time.Minute,
 		capacityOwnerLevel: 1,
-		orphans:            provisioner.SweepOptions{Policy: provisioner.OrphanReport, Interval: 10 * time.Minute, MinAge: time.Hour},
+		orphans:            sweep.Options{Policy: sweep.Report, Interval: 10 * time.Minute, MinAge: time.Hour},
 		nodeLossGrace:      nodeloss.DefaultGrace,
 		compat: compatOptions{metricsPath: "/metrics", loggingFormat: "text", logFlush: 5 * time.Second, cloningThreads: 2,
 			preventModeConversion: true},

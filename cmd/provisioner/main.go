@@ -37,10 +37,12 @@ import (
 	"github.com/tether-csi/tether/pkg/intern"
 	"github.com/tether-csi/tether/pkg/migration"
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
 	"github.com/tether-csi/tether/pkg/provisioner/libv8"
 	"github.com/tether-csi/tether/pkg/provisioner/records"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"github.com/tether-csi/tether/pkg/provisioner/static"
+	"github.com/tether-csi/tether/pkg/provisioner/sweep"
 	"github.com/tether-csi/tether/pkg/server"
 )
 
@@ -90,7 +92,7 @@ func checkStart(o *options) error {
 	if o.workers == 0 {
 		return fmt.Errorf("--worker-threads must be at least 1")
 	}
-	if p := o.orphans.Policy; p != provisioner.OrphanReport && p != provisioner.OrphanDelete {
+	if p := o.orphans.Policy; p != sweep.Report && p != sweep.Delete {
 		return fmt.Errorf("--orphan-policy=%s: must be report or delete", p)
 	}
 	if o.nodeDeployment {
@@ -154,7 +156,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if o.orphans.Policy == provisioner.OrphanDelete {
+	if o.orphans.Policy == sweep.Delete {
 		// Mark new volumes as this cluster's: the sweep deletes no others.
 		if o.request.Owner, err = clusterID(ctx, client, o.clusterID); err != nil {
 			return err
@@ -182,8 +184,11 @@ func run(ctx context.Context, o options) error {
 	// The work under the lease: its CSI calls are counted, and refused once
 	// it stops, so that none outlives the lease (see server.Work).
 	work := &server.Work{}
+	// The provisioner and the sweep share the driver (so that the sweep's
+	// DeleteVolume is gated as well) and the per-claim locks.
+	drv, locks := gatedDriver{Conn: conn, calls: &work.Calls}, &claimlock.Set{}
 	popts := provisioner.Options{
-		Client: client, Driver: gatedDriver{Conn: conn, calls: &work.Calls}, Request: o.request,
+		Client: client, Driver: drv, Locks: locks, Request: o.request,
 		Topology: caps.AccessibilityConstraints, StrictTopology: o.strictTopology, ImmediateTopology: o.immediateTopo,
 		Clone: caps.Clone, GetCapacity: caps.GetCapacity, PublishUnpublish: caps.PublishUnpublish,
 		Identity: fmt.Sprintf("%d-%s-%s", time.Now().UnixMilli(), uuid.NewString()[:8], driver),
@@ -268,11 +273,12 @@ func run(ctx context.Context, o options) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: driver + "_" + host})
-	var sweeper *provisioner.Sweeper
+	var sweeper *sweep.Sweeper
 	if caps.ListVolumes && o.orphans.Interval > 0 {
+		o.orphans.Driver, o.orphans.Client, o.orphans.Request, o.orphans.Locks = drv, client, popts.Request, locks
 		o.orphans.Registerer, o.orphans.Recorder = reg, recorder
 		o.orphans.Claims, o.orphans.Volumes, o.orphans.VolumeEvents = claimInf.Lister(), volumeInf.Lister(), volumeInf.Informer()
-		if sweeper, err = prov.NewSweeper(ctx, o.orphans); err != nil {
+		if sweeper, err = sweep.New(ctx, o.orphans); err != nil {
 			return err
 		}
 	}

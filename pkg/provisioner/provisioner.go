@@ -67,8 +67,9 @@ type Options struct {
 	// Clock is the time (nil: time.Now).
 	Clock func() time.Time
 	// Locks serialise the work on each claim between the actors that share
-	// it (Provision, the in-flight reconciler, the orphan sweep); nil makes
-	// a set of the Provisioner's own.
+	// it (Provision, the in-flight reconciler, and the orphan sweep of
+	// package sweep when it is given the same set); nil makes a set of the
+	// Provisioner's own.
 	Locks *claimlock.Set
 	// Node, when set, is node-deployment mode.
 	Node *NodeDeployment

@@ -38,7 +38,7 @@ type InFlightOptions struct {
 	// Registerer, if set, takes the abandoned-volume counter.
 	Registerer prometheus.Registerer
 	// Abandoned, if set, is told of each volume whose clean-up can never
-	// complete (the orphan sweep's report list).
+	// complete (the orphan sweep's report list: sweep.Sweeper.Abandoned).
 	Abandoned func(name, reason string)
 	// Nodes, if set, is the node informer whose events time a record's
 	// node's loss (without it, the reconciler's own reads do).

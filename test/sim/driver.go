@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-csi/tether/pkg/provisioner"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
+	"github.com/tether-csi/tether/pkg/provisioner/sweep"
 )
 
 const (
@@ -63,7 +64,7 @@ func newBackend(w *World) *backend {
 }
 
 // driver is the CSI driver as one provisioner sees it (in node mode, the
-// driver of one node). It implements provisioner.Driver and ListingDriver.
+// driver of one node). It implements provisioner.Driver and sweep.ListingDriver.
 type driver struct {
 	b    *backend
 	node string
@@ -73,8 +74,8 @@ type driver struct {
 }
 
 var (
-	_ provisioner.Driver        = (*driver)(nil)
-	_ provisioner.ListingDriver = (*driver)(nil)
+	_ provisioner.Driver  = (*driver)(nil)
+	_ sweep.ListingDriver = (*driver)(nil)
 )
 
 func (d *driver) DriverName() string { return driverName }

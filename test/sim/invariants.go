@@ -8,8 +8,8 @@ import (
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/tether-csi/tether/pkg/inflight"
-	"github.com/tether-csi/tether/pkg/provisioner"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
+	"github.com/tether-csi/tether/pkg/provisioner/sweep"
 )
 
 // ownName is the volume name tether derives from a claim's UID.
@@ -228,7 +228,7 @@ func (w *World) checkEnd() {
 // reported: the sweep reported the volume as an orphan.
 func (w *World) reported(v *backendVolume) bool {
 	for _, e := range w.events {
-		if e.reason == provisioner.ReasonOrphanVolume && strings.Contains(e.message, v.ID) {
+		if e.reason == sweep.ReasonOrphanVolume && strings.Contains(e.message, v.ID) {
 			return true
 		}
 	}

@@ -20,7 +20,9 @@ import (
 
 	"github.com/tether-csi/tether/pkg/binder"
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
+	"github.com/tether-csi/tether/pkg/provisioner/sweep"
 	"github.com/tether-csi/tether/pkg/server"
 )
 
@@ -228,7 +230,7 @@ type provProc struct {
 	snapClient snapclientset.Interface
 	snapshots  *provisioner.SnapshotProtection
 	snapQ      *queue
-	sweeper    *provisioner.Sweeper
+	sweeper    *sweep.Sweeper
 	lib        *library
 	nodeLister corelisters.NodeLister
 	// work is what cmd/provisioner runs under the lease (see lease.go).
@@ -289,9 +291,11 @@ func (w *World) newTether(i int) *provProc {
 	if p.node != "" {
 		node = &provisioner.NodeDeployment{NodeName: p.node, BaseDelay: time.Second, MaxDelay: time.Second}
 	}
+	// The sweep shares the provisioner's request options and claim locks.
+	reqOpts, locks := request.Options{VolumeNamePrefix: prefix, VolumeNameUUIDLen: -1, Owner: owner}, &claimlock.Set{}
 	var err error
-	p.prov, err = provisioner.New(provisioner.Options{Client: p.client, Driver: p.drv, Node: node,
-		Request:  request.Options{VolumeNamePrefix: prefix, VolumeNameUUIDLen: -1, Owner: owner},
+	p.prov, err = provisioner.New(provisioner.Options{Client: p.client, Driver: p.drv, Node: node, Locks: locks,
+		Request:  reqOpts,
 		Topology: true, ModifyVolume: true, Clone: true, PublishUnpublish: w.cfg.Attach, Identity: "sim",
 		Snapshots: true, SnapshotClient: p.snapClient, PreventVolumeModeConversion: true,
 		Claims:  corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
@@ -328,17 +332,19 @@ func (w *World) newTether(i int) *provProc {
 	}
 	p.snapQ = newQueue(w, "snapshot-protection"+p.suffix())
 	p.snapshots.SetQueue(p.snapQ)
-	policy := provisioner.OrphanReport
+	policy := sweep.Report
 	if w.cfg.Owner {
-		policy = provisioner.OrphanDelete
+		policy = sweep.Delete
 	}
-	p.sweeper, err = p.prov.NewSimSweeper(provisioner.SweepOptions{Policy: policy, MinAge: time.Minute, Interval: 30 * time.Second,
-		Recorder: recorder{w}, Claims: corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
-		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer)}, ix(rVolumes))
+	// The simulator calls Sweep itself (run.go), so Interval only has to
+	// be valid.
+	p.sweeper, err = sweep.New(context.Background(), sweep.Options{Driver: p.drv, Client: p.client, Request: reqOpts, Locks: locks,
+		Policy: policy, MinAge: time.Minute, Interval: 30 * time.Second, Recorder: recorder{w}, Clock: w.clock,
+		Claims:  corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
+		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer), VolumeEvents: ix(rVolumes)})
 	if err != nil {
 		panic(err)
 	}
-	p.sweeper.SetClock(w.clock)
 	p.lib = newLibrary(p, p.prov, p.prov.LibraryClient(p.client))
 	// A PV whose deletion waited for a detach goes back to the library
 	// once detached.

@@ -11,7 +11,7 @@ import (
 // this cluster's provisioner (Options.Owner). The sweep deletes a
 // volume only when the driver's ListVolumes returns this key in the
 // volume's context with this cluster's ID and the Delete reclaim policy,
-// and what it saw of the volume since it started allows it (DecideOrphan).
+// and what it saw of the volume since it started allows it (sweep.Decide).
 const OwnerKey = "tether.dev/owner"
 
 // OwnerMark is the value of OwnerKey: the reclaim policy of the class the

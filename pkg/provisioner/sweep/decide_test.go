@@ -1,4 +1,4 @@
-package provisioner
+package sweep
 
 import (
 	"fmt"
@@ -40,45 +40,45 @@ func TestOwnershipOf(t *testing.T) {
 	}
 }
 
-func TestDecideOrphan(t *testing.T) {
+func TestDecide(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	// deletable is an orphan the sweep deletes; each row changes one fact.
-	deletable := OrphanFacts{Policy: OrphanDelete, Mark: OwnedDelete, OrphanedSince: t0, Now: t0.Add(5 * time.Hour),
+	deletable := Facts{Policy: Delete, Mark: OwnedDelete, OrphanedSince: t0, Now: t0.Add(5 * time.Hour),
 		MinAge: time.Hour, PV: PVNever, Born: true}
 	tests := []struct {
 		name       string
-		change     func(*OrphanFacts)
-		wantAction OrphanAction
+		change     func(*Facts)
+		wantAction Action
 		wantReason KeepReason
 	}{
-		{"ours, Delete, born while watched, never named by a PV, old enough", nil, Delete, Deleting},
-		{"exactly MinAge", func(f *OrphanFacts) { f.Now = t0.Add(time.Hour) }, Delete, Deleting},
-		{"first seen orphaned now", func(f *OrphanFacts) { f.Now = t0 }, Watch, KeptWatching},
-		{"first seen orphaned now, not ours", func(f *OrphanFacts) { f.Now, f.Mark = t0, Unmarked }, Watch, KeptWatching},
-		{"younger than MinAge", func(f *OrphanFacts) { f.Now = t0.Add(time.Minute) }, Report, KeptYoung},
-		{"report policy", func(f *OrphanFacts) { f.Policy = OrphanReport }, Report, KeptReportPolicy},
-		{"marked for a Retain class", func(f *OrphanFacts) { f.Mark = OwnedRetain }, Report, KeptMark},
-		{"another cluster's mark", func(f *OrphanFacts) { f.Mark = OtherCluster }, Report, KeptMark},
-		{"no mark", func(f *OrphanFacts) { f.Mark = Unmarked }, Report, KeptMark},
-		// Issue 24, defect 2: the mark says Delete, a PV said Retain.
-		{"a PV kept it with Retain", func(f *OrphanFacts) { f.PV = PVRetained }, Report, KeptRetainedByPV},
-		{"a Delete PV named it (CSI or in-tree)", func(f *OrphanFacts) { f.PV = PVNamed }, Report, KeptNamedByPV},
-		{"an in-tree PV of the driver could not be read", func(f *OrphanFacts) { f.UnreadablePV = true }, Report, KeptUnreadablePV},
-		{"there before the first listings", func(f *OrphanFacts) { f.Born = false }, Report, KeptHistoryUnknown},
-		{"abandoned", func(f *OrphanFacts) { f.Abandoned = true }, Report, KeptAbandoned},
-		{"abandoned, first seen now", func(f *OrphanFacts) { f.Abandoned, f.Now = true, t0 }, Report, KeptAbandoned},
-		{"retained and there before", func(f *OrphanFacts) { f.PV, f.Born = PVRetained, false }, Report, KeptRetainedByPV},
-		{"retained, young", func(f *OrphanFacts) { f.PV, f.Now = PVRetained, t0.Add(time.Minute) }, Report, KeptRetainedByPV},
-		{"not born, report policy", func(f *OrphanFacts) { f.Born, f.Policy = false, OrphanReport }, Report, KeptReportPolicy},
+		{"ours, Delete, born while watched, never named by a PV, old enough", nil, ActionDelete, Deleting},
+		{"exactly MinAge", func(f *Facts) { f.Now = t0.Add(time.Hour) }, ActionDelete, Deleting},
+		{"first seen orphaned now", func(f *Facts) { f.Now = t0 }, ActionWatch, KeptWatching},
+		{"first seen orphaned now, not ours", func(f *Facts) { f.Now, f.Mark = t0, Unmarked }, ActionWatch, KeptWatching},
+		{"younger than MinAge", func(f *Facts) { f.Now = t0.Add(time.Minute) }, ActionReport, KeptYoung},
+		{"report policy", func(f *Facts) { f.Policy = Report }, ActionReport, KeptReportPolicy},
+		{"marked for a Retain class", func(f *Facts) { f.Mark = OwnedRetain }, ActionReport, KeptMark},
+		{"another cluster's mark", func(f *Facts) { f.Mark = OtherCluster }, ActionReport, KeptMark},
+		{"no mark", func(f *Facts) { f.Mark = Unmarked }, ActionReport, KeptMark},
+		// The mark says Delete; what a PV said outranks it.
+		{"a PV kept it with Retain", func(f *Facts) { f.PV = PVRetained }, ActionReport, KeptRetainedByPV},
+		{"a Delete PV named it (CSI or in-tree)", func(f *Facts) { f.PV = PVNamed }, ActionReport, KeptNamedByPV},
+		{"an in-tree PV of the driver could not be read", func(f *Facts) { f.UnreadablePV = true }, ActionReport, KeptUnreadablePV},
+		{"there before the first listings", func(f *Facts) { f.Born = false }, ActionReport, KeptHistoryUnknown},
+		{"abandoned", func(f *Facts) { f.Abandoned = true }, ActionReport, KeptAbandoned},
+		{"abandoned, first seen now", func(f *Facts) { f.Abandoned, f.Now = true, t0 }, ActionReport, KeptAbandoned},
+		{"retained and there before", func(f *Facts) { f.PV, f.Born = PVRetained, false }, ActionReport, KeptRetainedByPV},
+		{"retained, young", func(f *Facts) { f.PV, f.Now = PVRetained, t0.Add(time.Minute) }, ActionReport, KeptRetainedByPV},
+		{"not born, report policy", func(f *Facts) { f.Born, f.Policy = false, Report }, ActionReport, KeptReportPolicy},
 	}
 	for _, tt := range tests {
 		f := deletable
 		if tt.change != nil {
 			tt.change(&f)
 		}
-		action, reason := DecideOrphan(f)
+		action, reason := Decide(f)
 		if action != tt.wantAction || reason != tt.wantReason {
-			t.Errorf("%s: DecideOrphan = %v, %q; want %v, %q", tt.name, action, reason, tt.wantAction, tt.wantReason)
+			t.Errorf("%s: Decide = %v, %q; want %v, %q", tt.name, action, reason, tt.wantAction, tt.wantReason)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package provisioner
+package sweep
 
 import (
 	"maps"
@@ -9,11 +9,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
@@ -45,7 +47,7 @@ func savedBetweenReads(deleted bool) func(*sweepWorld) {
 func TestSweepScenarios(t *testing.T) {
 	type scenario struct {
 		name   string
-		policy OrphanPolicy
+		policy Policy
 		// preexisting: setup comes before the sweeper's first listings.
 		preexisting bool
 		// setup makes the world before the first sweep; between runs
@@ -66,17 +68,17 @@ func TestSweepScenarios(t *testing.T) {
 		wantKept map[string]string
 	}
 	tests := []scenario{
-		// Defect: another cluster's volume on a shared backend, made with
-		// the default prefix, was deleted after an hour.
-		{name: "another cluster's unmarked volume is reported, not deleted", policy: OrphanDelete,
+		// A volume of our name form without a mark may be another
+		// cluster's on a shared backend: it is not provably ours.
+		{name: "another cluster's unmarked volume is reported, not deleted", policy: Delete,
 			setup:        func(w *sweepWorld) { w.volume(volA, "", nil) },
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{Unmarked: 1}, wantKept: map[string]string{volA: "mark"}},
-		{name: "a volume with another cluster's mark is reported, not deleted", policy: OrphanDelete,
+		{name: "a volume with another cluster's mark is reported, not deleted", policy: Delete,
 			setup:        func(w *sweepWorld) { w.volume(volA, "", ownerMark(otherCluster, v1.PersistentVolumeReclaimDelete)) },
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OtherCluster: 1}, wantKept: map[string]string{volA: "mark"}},
-		// Defect: an admin keeps a Retain class's disk by deleting its
-		// Released PV; the sweep deleted the disk an hour later.
-		{name: "a Retain volume whose PV the admin deleted is kept", policy: OrphanDelete, sweeps: 3,
+		// An admin keeps a Retain class's disk by deleting its Released
+		// PV.
+		{name: "a Retain volume whose PV the admin deleted is kept", policy: Delete, sweeps: 3,
 			setup: func(w *sweepWorld) {
 				w.volume(volA, "", oursRetain)
 				pv := sweepPV(volA, driverNm, volA)
@@ -90,9 +92,9 @@ func TestSweepScenarios(t *testing.T) {
 				}
 			},
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedRetain: 1}, wantKept: map[string]string{volA: "mark"}},
-		// Issue 24, defect 2: the mark says Delete, but a PV kept the
-		// disk with Retain before its deletion.
-		{name: "our Delete-marked volume a PV kept with Retain, the PV deleted, is kept", policy: OrphanDelete, sweeps: 3,
+		// The mark says Delete, but a PV kept the disk with Retain before
+		// its deletion: what a PV said outranks the mark.
+		{name: "our Delete-marked volume a PV kept with Retain, the PV deleted, is kept", policy: Delete, sweeps: 3,
 			setup: func(w *sweepWorld) {
 				w.volume(volA, "", oursDelete)
 				pv := sweepPV(volA, driverNm, volA)
@@ -101,7 +103,7 @@ func TestSweepScenarios(t *testing.T) {
 				w.deletePV(pv)
 			},
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}, wantKept: map[string]string{volA: "retained-by-pv"}},
-		{name: "our Delete-marked volume a Delete PV named, the PV deleted, is kept", policy: OrphanDelete, sweeps: 3,
+		{name: "our Delete-marked volume a Delete PV named, the PV deleted, is kept", policy: Delete, sweeps: 3,
 			setup: func(w *sweepWorld) {
 				w.volume(volA, "vol-17", oursDelete)
 				pv := sweepPV("imported", driverNm, "vol-17")
@@ -110,67 +112,68 @@ func TestSweepScenarios(t *testing.T) {
 				w.deletePV(pv)
 			},
 			wantReported: []string{"vol-17"}, wantGauge: map[Ownership]float64{OwnedDelete: 1}, wantKept: map[string]string{"vol-17": "named-by-pv"}},
-		{name: "our Delete orphan that existed before the sweeper's first listings is kept", policy: OrphanDelete, sweeps: 4, preexisting: true,
+		{name: "our Delete orphan that existed before the sweeper's first listings is kept", policy: Delete, sweeps: 4, preexisting: true,
 			setup:        func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}, wantKept: map[string]string{volA: "history-unknown"}},
-		{name: "a malformed mark is no mark", policy: OrphanDelete,
+		{name: "a malformed mark is no mark", policy: Delete,
 			setup:        func(w *sweepWorld) { w.volume(volA, "", map[string]string{request.OwnerKey: thisCluster}) },
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{Unmarked: 1}, wantKept: map[string]string{volA: "mark"}},
-		{name: "our Delete orphan made after the first listings, past MinAge, seen on two sweeps, is deleted", policy: OrphanDelete,
+		{name: "our Delete orphan made after the first listings, past MinAge, seen on two sweeps, is deleted", policy: Delete,
 			setup:       func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
 			wantDeleted: []string{volA}, wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}},
-		{name: "our Delete orphan with an opaque ID is deleted by its ID", policy: OrphanDelete,
+		{name: "our Delete orphan with an opaque ID is deleted by its ID", policy: Delete,
 			setup:       func(w *sweepWorld) { w.volume(volA, "vol-17", oursDelete) },
 			wantDeleted: []string{"vol-17"}, wantReported: []string{"vol-17"}, wantGauge: map[Ownership]float64{OwnedDelete: 1}},
-		{name: "our Delete orphan under the report policy is reported only", policy: OrphanReport,
+		{name: "our Delete orphan under the report policy is reported only", policy: Report,
 			setup:        func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}, wantKept: map[string]string{volA: "report-policy"}},
-		{name: "our Delete orphan younger than MinAge is reported only", policy: OrphanDelete, step: 30 * time.Minute,
+		{name: "our Delete orphan younger than MinAge is reported only", policy: Delete, step: 30 * time.Minute,
 			setup:        func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}, wantKept: map[string]string{volA: "young"}},
-		{name: "a volume seen orphaned once is neither reported nor deleted", policy: OrphanDelete, sweeps: 1,
+		{name: "a volume seen orphaned once is neither reported nor deleted", policy: Delete, sweeps: 1,
 			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete) }, wantKept: map[string]string{volA: "watching"}},
-		{name: "volumes not named like ours are ignored", policy: OrphanDelete,
+		{name: "volumes not named like ours are ignored", policy: Delete,
 			setup: func(w *sweepWorld) { w.volume("hand-made", "", oursDelete); w.volume("pvc-xyz", "", oursDelete) }},
-		{name: "a PV of the volume's name accounts for it", policy: OrphanDelete,
+		{name: "a PV of the volume's name accounts for it", policy: Delete,
 			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete); w.addPV(sweepPV(volA, "other.csi", "h"), false) }},
-		{name: "a PV of this driver with the volume's handle accounts for it", policy: OrphanDelete,
+		{name: "a PV of this driver with the volume's handle accounts for it", policy: Delete,
 			setup: func(w *sweepWorld) {
 				w.volume(volA, "vol-17", oursDelete)
 				w.addPV(sweepPV("kept", driverNm, "vol-17"), false)
 			}},
-		{name: "a PV of another driver with the volume's handle does not", policy: OrphanDelete,
+		{name: "a PV of another driver with the volume's handle does not", policy: Delete,
 			setup: func(w *sweepWorld) {
 				w.volume(volA, "vol-17", oursDelete)
 				w.addPV(sweepPV("theirs", "other.csi", "vol-17"), false)
 			},
 			wantDeleted: []string{"vol-17"}, wantReported: []string{"vol-17"}, wantGauge: map[Ownership]float64{OwnedDelete: 1}},
-		{name: "a volume whose claim holds the in-flight record is no candidate", policy: OrphanDelete,
+		{name: "a volume whose claim holds the in-flight record is no candidate", policy: Delete,
 			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete); w.addClaim(sweepClaim("a", uidA, volA), false) }},
-		{name: "a record naming a volume of another name (older naming options) accounts for it", policy: OrphanDelete,
+		{name: "a record naming a volume of another name (older naming options) accounts for it", policy: Delete,
 			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete); w.addClaim(sweepClaim("b", uidB, volA), false) }},
-		{name: "an older tether's record (the finalizer alone) accounts for its claim's volume", policy: OrphanDelete,
+		{name: "an older tether's record (the finalizer alone) accounts for its claim's volume", policy: Delete,
 			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete); w.addClaim(sweepClaim("a", uidA, "-"), false) }},
-		{name: "a claim being deleted that holds the record", policy: OrphanDelete,
+		{name: "a claim being deleted that holds the record", policy: Delete,
 			setup: func(w *sweepWorld) {
 				w.volume(volA, "", oursDelete)
 				c := sweepClaim("a", uidA, volA)
 				c.DeletionTimestamp = &metav1.Time{Time: w.clock}
 				w.addClaim(c, false)
 			}},
-		{name: "a live claim of the volume's name without a record", policy: OrphanDelete,
+		{name: "a live claim of the volume's name without a record", policy: Delete,
 			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete); w.addClaim(sweepClaim("a", uidA, ""), false) }},
-		// Defect: the PV is saved and then the record dropped; PVs read
-		// before claims could see neither, and warn.
-		{name: "a volume whose PV appears between the two reads, its claim then deleted", policy: OrphanDelete,
+		// The PV is saved before the record is dropped, and the sweep
+		// reads claims before PVs: a hand-off between its reads shows as
+		// the record or as the PV, never as neither.
+		{name: "a volume whose PV appears between the two reads, its claim then deleted", policy: Delete,
 			setup:   func(w *sweepWorld) { w.volume(volA, "", oursDelete); w.addClaim(sweepClaim("a", uidA, volA), false) },
 			between: savedBetweenReads(true)},
-		{name: "a volume whose PV appears between the two reads, its claim kept", policy: OrphanDelete,
+		{name: "a volume whose PV appears between the two reads, its claim kept", policy: Delete,
 			setup:   func(w *sweepWorld) { w.volume(volA, "", oursDelete); w.addClaim(sweepClaim("a", uidA, volA), false) },
 			between: savedBetweenReads(false)},
 		// The caches lag the API: the PV is saved just before the
 		// re-check and only the API has it.
-		{name: "a volume that gets its PV just before the re-check (API only)", policy: OrphanDelete,
+		{name: "a volume that gets its PV just before the re-check (API only)", policy: Delete,
 			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
 			between: func(w *sweepWorld) {
 				if w.reads == 2 {
@@ -178,7 +181,7 @@ func TestSweepScenarios(t *testing.T) {
 				}
 			},
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}},
-		{name: "a volume that gets its PV just before the re-check (in the cache)", policy: OrphanDelete,
+		{name: "a volume that gets its PV just before the re-check (in the cache)", policy: Delete,
 			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
 			between: func(w *sweepWorld) {
 				if w.reads == 3 { // the re-check's read
@@ -186,7 +189,7 @@ func TestSweepScenarios(t *testing.T) {
 				}
 			},
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}},
-		{name: "a volume that gets an in-flight claim just before the re-check", policy: OrphanDelete,
+		{name: "a volume that gets an in-flight claim just before the re-check", policy: Delete,
 			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
 			between: func(w *sweepWorld) {
 				if w.reads == 2 {
@@ -194,7 +197,7 @@ func TestSweepScenarios(t *testing.T) {
 				}
 			},
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}},
-		{name: "one of several: only our orphan goes", policy: OrphanDelete,
+		{name: "one of several: only our orphan goes", policy: Delete,
 			setup: func(w *sweepWorld) {
 				w.volume(volA, "", oursDelete)
 				w.volume(volB, "", nil)
@@ -262,7 +265,7 @@ func TestSweepScenarios(t *testing.T) {
 // dropped, and its claim deleted) between the sweep's two reads is not even
 // held as a suspect for the next sweep.
 func TestSweepHandOffNotSuspected(t *testing.T) {
-	w := newSweepWorld(t, OrphanDelete)
+	w := newSweepWorld(t, Delete)
 	w.volume(volA, "", oursDelete)
 	w.addClaim(sweepClaim("a", uidA, volA), false)
 	w.between = func(w *sweepWorld) {
@@ -282,7 +285,7 @@ func TestSweepHandOffNotSuspected(t *testing.T) {
 // sweeps starts over as a suspect when it is orphaned again, and is never
 // deleted: whoever deleted the PV and not the volume may want the disk.
 func TestSweepKeepsWhatAPVNamed(t *testing.T) {
-	w := newSweepWorld(t, OrphanDelete)
+	w := newSweepWorld(t, Delete)
 	w.baseline()
 	w.volume(volA, "", oursDelete)
 	w.sweep(2 * time.Hour)
@@ -309,19 +312,24 @@ func TestSweepKeepsWhatAPVNamed(t *testing.T) {
 func TestNewSweeperChecks(t *testing.T) {
 	claims := corelisters.NewPersistentVolumeClaimLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	pvs := corelisters.NewPersistentVolumeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
-	ok := SweepOptions{Policy: OrphanDelete, Interval: time.Minute, Claims: claims, Volumes: pvs, VolumeEvents: &pvEvents{}}
+	ok := Options{Driver: &listDriver{}, Client: fake.NewClientset(), Locks: &claimlock.Set{}, Request: request.Options{VolumeNamePrefix: "pvc"},
+		Policy: Delete, Interval: time.Minute, Claims: claims, Volumes: pvs, VolumeEvents: &pvEvents{}}
 	tests := []struct {
 		name    string
 		owner   string
-		change  func(*SweepOptions)
+		change  func(*Options)
 		wantErr string
 	}{
 		{name: "delete with a cluster ID", owner: thisCluster},
 		{name: "delete without a cluster ID", wantErr: "needs the cluster's ID"},
-		{name: "report without a cluster ID", change: func(o *SweepOptions) { o.Policy = OrphanReport }},
-		{name: "no listers", owner: thisCluster, change: func(o *SweepOptions) { o.Claims = nil }, wantErr: "listers"},
-		{name: "no PV informer", owner: thisCluster, change: func(o *SweepOptions) { o.VolumeEvents = nil }, wantErr: "PV informer"},
-		{name: "unknown policy", owner: thisCluster, change: func(o *SweepOptions) { o.Policy = "purge" }, wantErr: "report or delete"},
+		{name: "report without a cluster ID", change: func(o *Options) { o.Policy = Report }},
+		{name: "no listers", owner: thisCluster, change: func(o *Options) { o.Claims = nil }, wantErr: "listers"},
+		{name: "no PV informer", owner: thisCluster, change: func(o *Options) { o.VolumeEvents = nil }, wantErr: "PV informer"},
+		{name: "unknown policy", owner: thisCluster, change: func(o *Options) { o.Policy = "purge" }, wantErr: "report or delete"},
+		{name: "no driver", owner: thisCluster, change: func(o *Options) { o.Driver = nil }, wantErr: "a driver that can list volumes"},
+		{name: "no client", owner: thisCluster, change: func(o *Options) { o.Client = nil }, wantErr: "a client"},
+		{name: "no claim locks", owner: thisCluster, change: func(o *Options) { o.Locks = nil }, wantErr: "claim locks"},
+		{name: "no name prefix", owner: thisCluster, change: func(o *Options) { o.Request.VolumeNamePrefix = "" }, wantErr: "name prefix"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,9 +337,9 @@ func TestNewSweeperChecks(t *testing.T) {
 			if tt.change != nil {
 				tt.change(&o)
 			}
-			p := &Provisioner{o: Options{Driver: &listDriver{}, Request: request.Options{VolumeNamePrefix: "pvc", Owner: tt.owner}}}
+			o.Request.Owner = tt.owner
 			_, ctx := ktesting.NewTestContext(t)
-			_, err := p.NewSweeper(ctx, o)
+			_, err := New(ctx, o)
 			checkErr(t, err, tt.wantErr)
 		})
 	}
@@ -344,15 +352,15 @@ func TestNewSweeperChecks(t *testing.T) {
 // deletion.
 func TestSweepAbandoned(t *testing.T) {
 	const unlisted = "pvc-0a1b2c3d-0000-4000-8000-00000000000c"
-	w := newSweepWorld(t, OrphanDelete)
+	w := newSweepWorld(t, Delete)
 	w.baseline()
 	w.volume(volA, "", oursDelete)
 	w.volume(volB, "vol-b", oursDelete)
 	w.s.Abandoned(volA, "its provisioner secret is gone")
 	w.s.Abandoned(unlisted, "never made")
 	want := []ReportedVolume{
-		{Name: volA, Mark: Unlisted, Since: w.clock, Action: Report, Reason: KeptAbandoned},
-		{Name: unlisted, Mark: Unlisted, Since: w.clock, Action: Report, Reason: KeptAbandoned},
+		{Name: volA, Mark: Unlisted, Since: w.clock, Action: ActionReport, Reason: KeptAbandoned},
+		{Name: unlisted, Mark: Unlisted, Since: w.clock, Action: ActionReport, Reason: KeptAbandoned},
 	}
 	if got := reportsOf(w.s.Orphans()); !slices.Equal(got, want) {
 		t.Fatalf("report list before a sweep:\n%v\nwant\n%v", got, want)
@@ -371,9 +379,9 @@ func TestSweepAbandoned(t *testing.T) {
 	}
 	since := time.Date(2026, 1, 1, 0, 2, 0, 0, time.UTC) // after the baseline
 	want = []ReportedVolume{
-		{VolumeID: volA, Name: volA, Mark: OwnedDelete, Since: since, Action: Report, Reason: KeptAbandoned},
-		{VolumeID: "vol-b", Name: volB, Mark: OwnedDelete, Since: since, Action: Report, Reason: KeptAbandoned},
-		{Name: unlisted, Mark: Unlisted, Since: since, Action: Report, Reason: KeptAbandoned},
+		{VolumeID: volA, Name: volA, Mark: OwnedDelete, Since: since, Action: ActionReport, Reason: KeptAbandoned},
+		{VolumeID: "vol-b", Name: volB, Mark: OwnedDelete, Since: since, Action: ActionReport, Reason: KeptAbandoned},
+		{Name: unlisted, Mark: Unlisted, Since: since, Action: ActionReport, Reason: KeptAbandoned},
 	}
 	if got := reportsOf(w.s.Orphans()); !slices.Equal(got, want) {
 		t.Errorf("report list:\n%v\nwant\n%v", got, want)
@@ -412,7 +420,7 @@ func reportsOf(rs []ReportedVolume) []ReportedVolume {
 // informer and is gone again between the sweep's decision and its
 // re-check keeps the volume.
 func TestSweepKeptOnRecheck(t *testing.T) {
-	w := newSweepWorld(t, OrphanDelete)
+	w := newSweepWorld(t, Delete)
 	w.baseline()
 	w.volume(volA, "vol-a", oursDelete)
 	w.between = func(w *sweepWorld) {
@@ -446,7 +454,7 @@ func TestSweepWaitsForPVInformer(t *testing.T) {
 		{name: "stopped", synced: true, stopped: true, wantErr: "stopped"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newSweepWorld(t, OrphanDelete)
+			w := newSweepWorld(t, Delete)
 			w.events.synced, w.events.stopped = tt.synced, tt.stopped
 			w.volume(volA, "", oursDelete)
 			_, ctx := ktesting.NewTestContext(t)

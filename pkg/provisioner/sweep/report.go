@@ -1,4 +1,4 @@
-package provisioner
+package sweep
 
 import (
 	"cmp"
@@ -22,7 +22,7 @@ type ReportedVolume struct {
 	// Action is what the last sweep did or does with it; Reason why it
 	// keeps it (Deleting: it does not, and a deletion that failed is
 	// tried again on the next sweep).
-	Action OrphanAction
+	Action Action
 	Reason KeepReason
 	// Detail says the same in words.
 	Detail string
@@ -85,7 +85,7 @@ func (s *Sweeper) abandonedOf(id, name string) (abandonedVolume, bool) {
 func (s *Sweeper) abandonedLocked(all, found map[string]listed) []ReportedVolume {
 	var out []ReportedVolume
 	for name, a := range s.abandoned {
-		r := ReportedVolume{Name: name, Mark: Unlisted, Since: a.since, Action: Report, Reason: KeptAbandoned}
+		r := ReportedVolume{Name: name, Mark: Unlisted, Since: a.since, Action: ActionReport, Reason: KeptAbandoned}
 		skip := false
 		for id, l := range all {
 			if l.name != name && id != name {
@@ -119,7 +119,7 @@ func (s *Sweeper) Orphans() []ReportedVolume {
 		r := &out[i]
 		if a, ok := s.abandonedOf(r.VolumeID, r.Name); ok {
 			if r.Reason != KeptAbandoned {
-				r.Action, r.Reason = Report, KeptAbandoned
+				r.Action, r.Reason = ActionReport, KeptAbandoned
 				r.Detail = s.fate(*r, a.reason)
 			}
 			reported[r.Name], reported[r.VolumeID] = true, true
@@ -129,7 +129,7 @@ func (s *Sweeper) Orphans() []ReportedVolume {
 		if reported[name] {
 			continue
 		}
-		r := ReportedVolume{Name: name, Mark: Unlisted, Since: a.since, Action: Report, Reason: KeptAbandoned}
+		r := ReportedVolume{Name: name, Mark: Unlisted, Since: a.since, Action: ActionReport, Reason: KeptAbandoned}
 		r.Detail = s.fate(r, a.reason)
 		out = append(out, r)
 	}

@@ -1,10 +1,11 @@
-package provisioner
+package sweep
 
 import (
 	"context"
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,8 @@ import (
 const (
 	thisCluster  = "cluster-a"
 	otherCluster = "cluster-b"
+	driverNm     = "csi.tether.dev"
+	testNS       = "apps"
 )
 
 // listDriver is a CSI driver with ListVolumes (two entries a page) and
@@ -129,7 +132,7 @@ type sweepWorld struct {
 
 // newSweepWorld is an empty world; driver, when not "", names the
 // driver (driverNm otherwise).
-func newSweepWorld(t *testing.T, policy OrphanPolicy, driver ...string) *sweepWorld {
+func newSweepWorld(t *testing.T, policy Policy, driver ...string) *sweepWorld {
 	name := driverNm
 	if len(driver) > 0 {
 		name = driver[0]
@@ -140,14 +143,14 @@ func newSweepWorld(t *testing.T, policy OrphanPolicy, driver ...string) *sweepWo
 		events: &pvEvents{synced: true},
 		driver: &listDriver{name: name, vols: map[string]*csi.Volume{}}, rec: record.NewFakeRecorder(100),
 		reg: prometheus.NewRegistry(), clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	p := &Provisioner{locks: &claimlock.Set{}, o: Options{Client: w.client, Driver: w.driver,
-		Request: request.Options{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1, Owner: thisCluster}}}
-	s, err := w.newSweeper(p, SweepOptions{Policy: policy, MinAge: time.Hour, Interval: time.Minute, Recorder: w.rec,
-		Registerer: w.reg, Claims: corelisters.NewPersistentVolumeClaimLister(w.claims), Volumes: corelisters.NewPersistentVolumeLister(w.pvs)})
+	s, err := w.newSweeper(Options{Client: w.client, Driver: w.driver, Locks: &claimlock.Set{},
+		Request: request.Options{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1, Owner: thisCluster},
+		Policy:  policy, MinAge: time.Hour, Interval: time.Minute, Recorder: w.rec, Registerer: w.reg,
+		Claims: corelisters.NewPersistentVolumeClaimLister(w.claims), Volumes: corelisters.NewPersistentVolumeLister(w.pvs),
+		Clock: func() time.Time { return w.clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.now = func() time.Time { return w.clock }
 	s.hook = func() {
 		w.reads++
 		if w.between != nil {
@@ -159,10 +162,10 @@ func newSweepWorld(t *testing.T, policy OrphanPolicy, driver ...string) *sweepWo
 }
 
 // newSweeper makes the world's sweeper, its PV informer the world's.
-func (w *sweepWorld) newSweeper(p *Provisioner, o SweepOptions) (*Sweeper, error) {
+func (w *sweepWorld) newSweeper(o Options) (*Sweeper, error) {
 	o.VolumeEvents = w.events
 	_, ctx := ktesting.NewTestContext(w.t)
-	return p.NewSweeper(ctx, o)
+	return New(ctx, o)
 }
 
 // baseline runs the sweeps that make the sweeper's first listings: the
@@ -251,6 +254,33 @@ func (w *sweepWorld) deleteClaim(c *v1.PersistentVolumeClaim) {
 		w.t.Fatal(err)
 	}
 	must(w.t, w.claims.Delete(c))
+}
+
+// checkErr fails unless err matches want: "" for no error, else a
+// substring of the message.
+func checkErr(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("unexpected error: %v", err)
+	case want != "" && err == nil:
+		t.Fatalf("no error, want one containing %q", want)
+	case want != "" && !strings.Contains(err.Error(), want):
+		t.Fatalf("error %q does not contain %q", err, want)
+	}
+}
+
+// drain returns the events a fake recorder holds, emptying it.
+func drain(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case ev := <-rec.Events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
 }
 
 func must(t *testing.T, err error) {

@@ -1,4 +1,4 @@
-package provisioner
+package sweep
 
 import (
 	"context"
@@ -71,7 +71,7 @@ func (s *Sweeper) account(ctx context.Context) (accounting, error) {
 	if err != nil {
 		return a, fmt.Errorf("listing claims: %w", err)
 	}
-	a.accountClaims(claims, s.p.o.Request)
+	a.accountClaims(claims, s.o.Request)
 	if s.hook != nil {
 		s.hook()
 	}
@@ -79,7 +79,7 @@ func (s *Sweeper) account(ctx context.Context) (accounting, error) {
 	if err != nil {
 		return a, fmt.Errorf("listing PVs: %w", err)
 	}
-	a.accountVolumes(logger, pvs, s.p.o.Driver.DriverName())
+	a.accountVolumes(logger, pvs, s.o.Driver.DriverName())
 	logger.V(5).Info("Accounted volumes", "claims", len(claims), "pvs", len(pvs))
 	return a, nil
 }
@@ -98,7 +98,7 @@ func (s *Sweeper) accountedFor(ctx context.Context, id, name string) string {
 	if by := a.tracks(id, name); by != "" {
 		return by
 	}
-	switch _, err := s.p.o.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{}); {
+	switch _, err := s.o.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{}); {
 	case err == nil:
 		return "PV " + name
 	case !apierrors.IsNotFound(err):

@@ -1,4 +1,4 @@
-package provisioner
+package sweep
 
 import (
 	"slices"
@@ -9,15 +9,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// Regression tests of issue 24, defect 2. They use only the world's
-// helpers, so that they also run against the sweep as it was.
+// Whole-life scenarios of disks that PVs kept or named, the mark saying
+// Delete. They use only the world's helpers, not the sweep's insides.
 
 // TestSweepKeepsDiskRetainedThenDeleted: a volume made for a Delete class
 // (its mark says Delete) whose PV an admin patched to Retain, whose claim
 // went, and whose PV the admin then deleted to import the disk elsewhere,
 // is kept: the sweep reports it and never deletes it.
 func TestSweepKeepsDiskRetainedThenDeleted(t *testing.T) {
-	w := newSweepWorld(t, OrphanDelete)
+	w := newSweepWorld(t, Delete)
 	w.baseline()
 	// Provisioned while the sweeper watched: the claim, the volume
 	// marked for its Delete class, the bound PV.
@@ -60,7 +60,7 @@ func TestSweepKeepsDiskRetainedThenDeleted(t *testing.T) {
 // is accounted for, and is kept after that PV goes.
 func TestSweepCountsMigratedInTreePV(t *testing.T) {
 	const driver, id = "ebs.csi.aws.com", "vol-0123456789abcdef0"
-	w := newSweepWorld(t, OrphanDelete, driver)
+	w := newSweepWorld(t, Delete, driver)
 	w.baseline()
 	w.volume(volA, id, oursDelete)
 	pv := &v1.PersistentVolume{}

@@ -1,4 +1,4 @@
-package provisioner
+package sweep
 
 import (
 	"context"
@@ -11,31 +11,42 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 )
 
-// OrphanPolicy says what the sweep does with an orphan.
-type OrphanPolicy string
+// Policy says what the sweep does with an orphan.
+type Policy string
 
 // The policies of --orphan-policy.
 const (
-	OrphanReport OrphanPolicy = "report"
-	OrphanDelete OrphanPolicy = "delete"
+	// Report: every orphan is reported (an event, the gauge, the report
+	// list); none is deleted.
+	Report Policy = "report"
+	// Delete: as Report, and an orphan Decide allows is deleted.
+	Delete Policy = "delete"
 )
 
-// ReasonOrphanVolume is the event reason for a volume nobody tracks.
+// ReasonOrphanVolume is the reason of the sweep's events (a warning for
+// each orphan reported, a normal event for each one deleted), recorded on
+// the driver's CSIDriver object.
 const ReasonOrphanVolume = "OrphanVolume"
 
-// ListingDriver is the optional ListVolumes call.
+// ListingDriver is the CSI driver as the sweep calls it: ListVolumes (the
+// LIST_VOLUMES capability) to find the volumes, DeleteVolume for a proven
+// orphan, and its name, which PVs and the CSIDriver object carry.
 type ListingDriver interface {
+	DriverName() string
 	ListVolumes(context.Context, *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error)
+	DeleteVolume(context.Context, *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error)
 }
 
 // PVEvents is the PV informer the sweep learns from (a
@@ -46,9 +57,24 @@ type PVEvents interface {
 	IsStopped() bool
 }
 
-// SweepOptions configure the orphan sweep.
-type SweepOptions struct {
-	Policy OrphanPolicy
+// Options configure the orphan sweep.
+type Options struct {
+	// Driver is listed, and is the one the sweep deletes from. In a
+	// process that also provisions, it is the Provisioner's driver.
+	Driver ListingDriver
+	// Client reads the CSIDriver object (for the events) and, on the
+	// re-check before a deletion, the PV of the volume's name.
+	Client kubernetes.Interface
+	// Request is the Provisioner's request options: its volume names
+	// (VolumeNamePrefix, VolumeNameUUIDLen) tell ours from others', and
+	// Owner is this cluster's ID in the ownership mark.
+	Request request.Options
+	// Locks is the Provisioner's per-claim lock set: with whole claim
+	// UIDs in names, a deletion holds its claim's lock, so that no
+	// Provision of that claim runs meanwhile. Required: a set of its own
+	// would exclude nothing.
+	Locks  *claimlock.Set
+	Policy Policy
 	// MinAge: a volume is deleted only after it was seen orphaned this long
 	// ago, and again on a later sweep, and once more on fresh reads.
 	MinAge time.Duration
@@ -60,20 +86,22 @@ type SweepOptions struct {
 	// first); only a candidate for deletion is read again from the API.
 	Claims  corelisters.PersistentVolumeClaimLister
 	Volumes corelisters.PersistentVolumeLister
-	// VolumeEvents is the informer behind Volumes; the sweep adds a
-	// handler to it in NewSweeper.
+	// VolumeEvents is the informer behind Volumes; New adds a handler to
+	// it.
 	VolumeEvents PVEvents
+	// Clock is the sweep's time (when a volume was first seen orphaned,
+	// or abandoned); nil is time.Now.
+	Clock func() time.Time
 }
 
 // Sweeper finds backend volumes that carry our name prefix but that no PV
 // and no claim accounts for: volumes leaked by someone, made behind our
 // back, or made by another cluster on a shared backend. It reports them;
-// with the delete policy it deletes those DecideOrphan allows: this
+// with the delete policy it deletes those Decide allows: this
 // cluster's, made while it watched, never named by a PV it saw.
 // external-provisioner never lists volumes, so it cannot see them.
 type Sweeper struct {
-	p     *Provisioner
-	o     SweepOptions
+	o     Options
 	pvReg cache.ResourceEventHandlerRegistration
 
 	mu sync.Mutex
@@ -90,20 +118,26 @@ type Sweeper struct {
 	// hook, for tests, runs between the sweep's reads: after the claims,
 	// before the PVs.
 	hook func()
-	// now is the clock (tests set it).
+	// now is Options.Clock, or time.Now.
 	now func() time.Time
 }
 
-// NewSweeper returns a Sweeper and starts remembering PVs; Run starts the
-// sweeps.
-func (p *Provisioner) NewSweeper(ctx context.Context, o SweepOptions) (*Sweeper, error) {
-	if _, ok := p.o.Driver.(ListingDriver); !ok {
-		return nil, fmt.Errorf("the driver cannot list volumes")
+// New checks the options, returns a Sweeper and starts remembering PVs
+// (a handler on VolumeEvents, its logger ctx's); Run starts the sweeps.
+func New(ctx context.Context, o Options) (*Sweeper, error) {
+	if o.Driver == nil || o.Client == nil {
+		return nil, fmt.Errorf("the orphan sweep needs a client and a driver that can list volumes")
 	}
-	if o.Policy != OrphanReport && o.Policy != OrphanDelete {
+	if o.Request.VolumeNamePrefix == "" {
+		return nil, fmt.Errorf("the orphan sweep needs the volume name prefix")
+	}
+	if o.Locks == nil {
+		return nil, fmt.Errorf("the orphan sweep needs the provisioner's claim locks")
+	}
+	if o.Policy != Report && o.Policy != Delete {
 		return nil, fmt.Errorf("--orphan-policy must be report or delete, not %q", o.Policy)
 	}
-	if o.Policy == OrphanDelete && p.o.Request.Owner == "" {
+	if o.Policy == Delete && o.Request.Owner == "" {
 		return nil, fmt.Errorf("--orphan-policy=delete needs the cluster's ID to mark the volumes it makes")
 	}
 	if o.Interval <= 0 {
@@ -112,8 +146,12 @@ func (p *Provisioner) NewSweeper(ctx context.Context, o SweepOptions) (*Sweeper,
 	if o.Claims == nil || o.Volumes == nil || o.VolumeEvents == nil {
 		return nil, fmt.Errorf("the orphan sweep needs claim and PV listers and the PV informer")
 	}
-	s := &Sweeper{p: p, o: o, firstSeen: map[string]time.Time{}, now: time.Now,
-		pvs:       newPVMemory(p.o.Driver.DriverName()),
+	now := o.Clock
+	if now == nil {
+		now = time.Now
+	}
+	s := &Sweeper{o: o, firstSeen: map[string]time.Time{}, now: now,
+		pvs:       newPVMemory(o.Driver.DriverName()),
 		listings:  listingMemory{volumes: map[string]*listedState{}},
 		abandoned: map[string]abandonedVolume{},
 		orphans: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tether_provisioner_orphan_volumes",
@@ -154,7 +192,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 
 // ourName matches the names the provisioner gives volumes.
 func (s *Sweeper) ourName() *regexp.Regexp {
-	return regexp.MustCompile(`^` + regexp.QuoteMeta(s.p.o.Request.VolumeNamePrefix) + `-[0-9a-f-]{8,36}$`)
+	return regexp.MustCompile(`^` + regexp.QuoteMeta(s.o.Request.VolumeNamePrefix) + `-[0-9a-f-]{8,36}$`)
 }
 
 // listed is a listed volume of our names.
@@ -175,7 +213,9 @@ func (s *Sweeper) watching() error {
 	return nil
 }
 
-// Sweep runs once.
+// Sweep runs one sweep now (Run calls it every Interval). It sweeps
+// nothing, and says why, before the PV informer has shown every PV and
+// after it stopped.
 func (s *Sweeper) Sweep(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	if err := s.watching(); err != nil {
@@ -214,7 +254,7 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 	for i := range reports {
 		r := &reports[i]
 		logger := logger.WithValues("volume", r.VolumeID, "name", r.Name, "mark", r.Mark, "since", r.Since, "reason", r.Reason)
-		if r.Action == Watch {
+		if r.Action == ActionWatch {
 			logger.V(4).Info("Volume accounted for by nothing; waiting for the next sweep")
 			kept = append(kept, *r)
 			continue
@@ -225,8 +265,8 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 				csiDriver = &storagev1.CSIDriver{} // none: record nothing
 			}
 		}
-		s.event(csiDriver, v1.EventTypeWarning, r.message(s.p.o.Driver.DriverName()))
-		if r.Action == Delete {
+		s.event(csiDriver, v1.EventTypeWarning, r.message(s.o.Driver.DriverName()))
+		if r.Action == ActionDelete {
 			switch out, err := s.deleteOne(ctx, r); out {
 			case deleteFailed:
 				logger.Error(err, "Deleting an orphan volume")
@@ -249,7 +289,7 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 // decideLocked is the decision for orphan id on what the sweep knows now.
 func (s *Sweeper) decideLocked(id string, l listed, first, now time.Time) ReportedVolume {
 	ab, abandoned := s.abandonedOf(id, l.name)
-	action, reason := DecideOrphan(OrphanFacts{Policy: s.o.Policy, Mark: l.mark, OrphanedSince: first, Now: now, MinAge: s.o.MinAge,
+	action, reason := Decide(Facts{Policy: s.o.Policy, Mark: l.mark, OrphanedSince: first, Now: now, MinAge: s.o.MinAge,
 		PV: s.pvs.of(id, l.name), UnreadablePV: len(s.pvs.unreadable) > 0, Born: s.listings.born(id), Abandoned: abandoned})
 	r := ReportedVolume{VolumeID: id, Name: l.name, Mark: l.mark, Since: first, Action: action, Reason: reason}
 	r.Detail = s.fate(r, ab.reason)
@@ -260,7 +300,7 @@ func (s *Sweeper) decideLocked(id string, l listed, first, now time.Time) Report
 func (s *Sweeper) setGauge(reports []ReportedVolume) {
 	counts := map[[2]string]int{}
 	for _, r := range reports {
-		if r.Action != Watch {
+		if r.Action != ActionWatch {
 			counts[[2]string{string(r.Mark), string(r.Reason)}]++
 		}
 	}
@@ -316,7 +356,7 @@ const (
 func (s *Sweeper) deleteOne(ctx context.Context, r *ReportedVolume) (deleteOutcome, error) {
 	logger := klog.FromContext(ctx)
 	if uid, ok := s.claimUID(r.Name); ok {
-		defer s.p.locks.Lock(uid)()
+		defer s.o.Locks.Lock(uid)()
 	}
 	if by := s.accountedFor(ctx, r.VolumeID, r.Name); by != "" {
 		logger.Info("An orphan is accounted for on the re-check; not deleting it", "volume", r.VolumeID, "by", by)
@@ -327,12 +367,12 @@ func (s *Sweeper) deleteOne(ctx context.Context, r *ReportedVolume) (deleteOutco
 	s.mu.Lock()
 	again := s.decideLocked(r.VolumeID, listed{name: r.Name, mark: r.Mark}, r.Since, s.now())
 	s.mu.Unlock()
-	if again.Action != Delete {
+	if again.Action != ActionDelete {
 		logger.Info("An orphan is kept on the re-check", "volume", r.VolumeID, "reason", again.Reason)
 		*r = again
 		return keptOnRecheck, nil
 	}
-	if _, err := s.p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: r.VolumeID}); err != nil {
+	if _, err := s.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: r.VolumeID}); err != nil {
 		return deleteFailed, err
 	}
 	s.deleted.Inc()
@@ -342,7 +382,7 @@ func (s *Sweeper) deleteOne(ctx context.Context, r *ReportedVolume) (deleteOutco
 
 // claimUID is the claim UID in a volume name, when names hold whole UIDs.
 func (s *Sweeper) claimUID(name string) (string, bool) {
-	r := s.p.o.Request
+	r := s.o.Request
 	if r.VolumeNameUUIDLen > 0 {
 		return "", false
 	}
@@ -352,9 +392,9 @@ func (s *Sweeper) claimUID(name string) (string, bool) {
 // list is a complete listing of the driver's volumes that look like ours,
 // by ID.
 func (s *Sweeper) list(ctx context.Context) (map[string]listed, error) {
-	lister := s.p.o.Driver.(ListingDriver)
+	lister := s.o.Driver
 	ours := s.ourName()
-	cluster := s.p.o.Request.Owner
+	cluster := s.o.Request.Owner
 	out := map[string]listed{}
 	token := ""
 	for {
@@ -415,7 +455,7 @@ func (s *Sweeper) csiDriver(ctx context.Context) *storagev1.CSIDriver {
 	if s.o.Recorder == nil {
 		return nil
 	}
-	d, err := s.p.o.Client.StorageV1().CSIDrivers().Get(ctx, s.p.o.Driver.DriverName(), metav1.GetOptions{})
+	d, err := s.o.Client.StorageV1().CSIDrivers().Get(ctx, s.o.Driver.DriverName(), metav1.GetOptions{})
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("No CSIDriver object to record the orphan events on", "err", err)
 		return nil

@@ -1,4 +1,4 @@
-package provisioner
+package sweep
 
 import (
 	"time"
@@ -45,27 +45,27 @@ func ownershipOf(volumeContext map[string]string, cluster string) Ownership {
 	return OwnedDelete
 }
 
-// OrphanAction is what the sweep does with an orphan on one sweep.
-type OrphanAction int
+// Action is what the sweep does with an orphan on one sweep.
+type Action int
 
 // The actions.
 const (
-	// Watch: seen orphaned for the first time; the caches may lag, so
-	// wait for the next sweep.
-	Watch OrphanAction = iota
-	// Report: an event, the gauge and the report list.
-	Report
-	// Delete: report, re-check on fresh reads, delete.
-	Delete
+	// ActionWatch: seen orphaned for the first time; the caches may lag,
+	// so wait for the next sweep.
+	ActionWatch Action = iota
+	// ActionReport: an event, the gauge and the report list.
+	ActionReport
+	// ActionDelete: report, re-check on fresh reads, delete.
+	ActionDelete
 )
 
-func (a OrphanAction) String() string {
+func (a Action) String() string {
 	switch a {
-	case Watch:
+	case ActionWatch:
 		return "watch"
-	case Report:
+	case ActionReport:
 		return "report"
-	case Delete:
+	case ActionDelete:
 		return "delete"
 	}
 	return "unknown"
@@ -90,7 +90,7 @@ const (
 // reason label of the orphan gauge.
 type KeepReason string
 
-// The reasons, in the order DecideOrphan tries them.
+// The reasons, in the order Decide tries them.
 const (
 	// Deleting: nothing keeps it; it is deleted after the re-check.
 	Deleting KeepReason = "deleting"
@@ -123,10 +123,10 @@ const (
 var allKeepReasons = []KeepReason{Deleting, KeptAbandoned, KeptReportPolicy, KeptMark, KeptRetainedByPV,
 	KeptNamedByPV, KeptUnreadablePV, KeptHistoryUnknown, KeptYoung}
 
-// OrphanFacts is what the sweep knows of a volume that nothing (no PV, no
+// Facts is what the sweep knows of a volume that nothing (no PV, no
 // claim) accounted for on a sweep.
-type OrphanFacts struct {
-	Policy OrphanPolicy
+type Facts struct {
+	Policy Policy
 	// Mark is what the volume's ownership mark proves.
 	Mark Ownership
 	// OrphanedSince is when it was first seen unaccounted for, on this
@@ -146,32 +146,32 @@ type OrphanFacts struct {
 	Abandoned bool
 }
 
-// DecideOrphan is the sweep's decision for a volume nothing accounted for
+// Decide is the sweep's decision for a volume nothing accounted for
 // on this sweep, and, unless it deletes it, why it keeps it. It deletes
 // only a volume that is provably this cluster's (OwnedDelete), that no PV
 // named while this process watched, that was made while it watched (so no
 // PV it did not see can have named it), orphaned for MinAge and seen so on
 // an earlier sweep. It is pure.
-func DecideOrphan(f OrphanFacts) (OrphanAction, KeepReason) {
+func Decide(f Facts) (Action, KeepReason) {
 	switch {
 	case f.Abandoned:
-		return Report, KeptAbandoned
+		return ActionReport, KeptAbandoned
 	case !f.OrphanedSince.Before(f.Now):
-		return Watch, KeptWatching
-	case f.Policy != OrphanDelete:
-		return Report, KeptReportPolicy
+		return ActionWatch, KeptWatching
+	case f.Policy != Delete:
+		return ActionReport, KeptReportPolicy
 	case f.Mark != OwnedDelete:
-		return Report, KeptMark
+		return ActionReport, KeptMark
 	case f.PV == PVRetained:
-		return Report, KeptRetainedByPV
+		return ActionReport, KeptRetainedByPV
 	case f.PV == PVNamed:
-		return Report, KeptNamedByPV
+		return ActionReport, KeptNamedByPV
 	case f.UnreadablePV:
-		return Report, KeptUnreadablePV
+		return ActionReport, KeptUnreadablePV
 	case !f.Born:
-		return Report, KeptHistoryUnknown
+		return ActionReport, KeptHistoryUnknown
 	case f.Now.Sub(f.OrphanedSince) < f.MinAge:
-		return Report, KeptYoung
+		return ActionReport, KeptYoung
 	}
-	return Delete, Deleting
+	return ActionDelete, Deleting
 }
