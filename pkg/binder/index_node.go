@@ -8,9 +8,8 @@ import (
 
 // The index's PVs by the node names they may pin or be marked for, so
 // that a node's loss or return looks only at the PVs that may be its own,
-// not at every PV: with 100,000 PVs a walk of them all took 0.4 s per
-// node event, and an autoscaler deleting 2,000 nodes kept a binder busy
-// for minutes (make bench-binder-restart BENCH_CHURN=2000).
+// not at every PV: a node event costs the PVs of that node, not of the
+// cluster (make bench-binder-restart BENCH_CHURN measures it).
 //
 // A PV is filed under its node-loss mark's node and under the value of
 // every requirement "<key> In [<value>]" of its required node affinity

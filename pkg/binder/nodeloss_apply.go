@@ -54,7 +54,7 @@ func (c *Controller) applyNodeLoss(ctx context.Context, in nodeloss.Input, step 
 			return c.notLost(ctx, pv, node.Name, err)
 		}
 		// A claim its user deleted needs no release, whatever the cache
-		// says (seed 1417: the deletion not yet in the cache).
+		// says (it may not hold the deletion yet).
 		if going, err := c.claimDeletionSent(ctx, pv); err != nil || going {
 			return err
 		}

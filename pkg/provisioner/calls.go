@@ -52,7 +52,7 @@ func (a *createAnswers) recorded(uid types.UID, now time.Time) {
 // answered notes a CreateVolume's answer for the claim.
 func (a *createAnswers) answered(uid types.UID, err error, now time.Time) {
 	if err == nil {
-		a.done(uid) // a volume exists
+		a.forget(uid) // a volume exists
 		return
 	}
 	clean, at := a.get(uid)

@@ -50,7 +50,7 @@ func TestCreateAnswers(t *testing.T) {
 				case "record":
 					a.recorded(uid, now)
 				case "done":
-					a.done(uid)
+					a.forget(uid)
 				case ok:
 					a.answered(uid, nil, now)
 				default:

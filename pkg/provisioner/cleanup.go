@@ -72,7 +72,7 @@ func (r *InFlight) deleteUnsaved(ctx context.Context, claim *v1.PersistentVolume
 			return &abandonError{reason: fmt.Sprintf("the driver has a volume of the name made with other parameters, and does not say its handle: %v", err)}
 		case status.Code(err) == codes.ResourceExhausted:
 			// Not proof of no volume: an earlier call that timed out may
-			// still be making it (found by the simulator, seed 96).
+			// still be making it.
 			return r.giveUpLater(claim, err)
 		case noVolumeMade(err):
 			logger.Info("The driver has no volume of the name", "volume", name, "err", err)

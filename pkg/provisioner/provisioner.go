@@ -186,8 +186,8 @@ func (p *Provisioner) ShouldProvision(ctx context.Context, claim *v1.PersistentV
 // its pv.kubernetes.io/migrated-to names the driver, as in
 // external-provisioner. The library asks ShouldProvision before it looks
 // at the annotation itself, so without this a node-deployment provisioner
-// would try to own other provisioners' claims (found by the
-// kubectl-tether test: static claims got a selected node).
+// would try to own other provisioners' claims (and give them a selected
+// node).
 func (p *Provisioner) forDriver(claim *v1.PersistentVolumeClaim) bool {
 	driver := p.o.Driver.DriverName()
 	provisioner, ok := claim.Annotations[storagehelpers.AnnStorageProvisioner]
@@ -514,8 +514,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 
 // stillToDelete checks on the API server's copy of a PV that its volume
 // is still to be deleted: the library decides on its cache, and an admin
-// may have patched the PV to Retain since, to keep the disk (found by the
-// simulator: the library's DeleteVolume of a disk kept so). An
+// may have patched the PV to Retain since, to keep the disk. An
 // IgnoredError makes the library leave the PV alone.
 func (p *Provisioner) stillToDelete(ctx context.Context, pv *v1.PersistentVolume) error {
 	fresh, err := p.o.Client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})

@@ -18,7 +18,7 @@ import (
 //
 // Before the library removes the deletion finalizer from a PV (its reclaim
 // policy turned Retain, or its deletion), the in-flight record of the
-// claim the PV names is settled (Provisioner.settleBeforeRelease): once the
+// claim the PV names is settled (Provisioner.dropBeforeRelease): once the
 // finalizer is off, the PV may go at any time, and a record that outlived
 // it would have the claim's deletion clean up a volume its PV said to keep.
 //
@@ -29,8 +29,8 @@ import (
 // conflict, instead of failing, which would have the library redo the
 // whole deletion, DeleteVolume included (see releaseAfterDelete).
 func (p *Provisioner) LibraryClient(c kubernetes.Interface) kubernetes.Interface {
-	return libv8.Client(c, libv8.Hooks{ClaimVersion: p.handoffs.claimVersion, BeforeRelease: p.settleBeforeRelease,
-		VolumeDeleted: p.deleted.has, Released: p.deleted.done})
+	return libv8.Client(c, libv8.Hooks{ClaimVersion: p.handoffs.claimVersion, BeforeRelease: p.dropBeforeRelease,
+		VolumeDeleted: p.deleted.has, Released: p.deleted.forget})
 }
 
 // deletedVolumes remembers the PVs (by UID) whose volume Delete deleted,

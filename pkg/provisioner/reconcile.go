@@ -197,9 +197,9 @@ func (r *InFlight) Reconcile(ctx context.Context, key string) error {
 	if err := p.record.Drop(ctx, claim); err != nil {
 		return err
 	}
-	p.handoffs.done(claim.UID)
-	p.secretsUsed.done(claim.UID)
-	p.answers.done(claim.UID)
+	p.handoffs.forget(claim.UID)
+	p.secretsUsed.forget(claim.UID)
+	p.answers.forget(claim.UID)
 	return nil
 }
 

@@ -18,7 +18,7 @@ func (p *Provisioner) recordedVolume(claim *v1.PersistentVolumeClaim) string {
 	return records.Volume(claim, p.o.Request.VolumeNamePrefix, p.o.Request.VolumeNameUUIDLen)
 }
 
-// settleBeforeRelease drops the in-flight record of the claim a PV names,
+// dropBeforeRelease drops the in-flight record of the claim a PV names,
 // before the library removes the PV's deletion finalizer. Until then the
 // PV cannot go without the library's own delete; after, an admin may keep
 // the volume (reclaim policy Retain) and delete the PV at once, before
@@ -27,7 +27,7 @@ func (p *Provisioner) recordedVolume(claim *v1.PersistentVolumeClaim) string {
 // read from the API server; a record that is not this claim's for this
 // very PV is left alone. A claim whose clean-up or provisioning is under
 // way is busy: the error keeps the finalizer, and the library retries.
-func (p *Provisioner) settleBeforeRelease(ctx context.Context, pv *v1.PersistentVolume) error {
+func (p *Provisioner) dropBeforeRelease(ctx context.Context, pv *v1.PersistentVolume) error {
 	ref := pv.Spec.ClaimRef
 	if ref == nil || ref.UID == "" {
 		return nil
@@ -53,8 +53,8 @@ func (p *Provisioner) settleBeforeRelease(ctx context.Context, pv *v1.Persistent
 	if err := p.record.Drop(ctx, claim); err != nil {
 		return err
 	}
-	p.handoffs.done(claim.UID)
-	p.secretsUsed.done(claim.UID)
-	p.answers.done(claim.UID)
+	p.handoffs.forget(claim.UID)
+	p.secretsUsed.forget(claim.UID)
+	p.answers.forget(claim.UID)
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/tether-csi/tether/pkg/inflight"
 )
 
-// Before a PV's finalizer goes, settleBeforeRelease drops the record of
+// Before a PV's finalizer goes, dropBeforeRelease drops the record of
 // the claim the PV names when the record is this driver's, and leaves a
 // record of another driver (another provisioner's to settle) alone.
 func TestSettleBeforeReleaseOnlyThisDriversRecord(t *testing.T) {
@@ -32,7 +32,7 @@ func TestSettleBeforeReleaseOnlyThisDriversRecord(t *testing.T) {
 			claim := e.createClaim(newClaim(func(cl *v1.PersistentVolumeClaim) { inflight.Record(cl, driver, testVolume) }))
 			pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: testVolume},
 				Spec: v1.PersistentVolumeSpec{ClaimRef: &v1.ObjectReference{Namespace: testNS, Name: testClaim, UID: claim.UID}}}
-			if err := e.p.settleBeforeRelease(e.ctx, pv); err != nil {
+			if err := e.p.dropBeforeRelease(e.ctx, pv); err != nil {
 				t.Fatal(err)
 			}
 			if got := e.holdsRecord(testClaim); got != c.wantHeld {
@@ -52,8 +52,8 @@ func TestSettleBeforeReleaseFailsWhenTheRecordStays(t *testing.T) {
 	})
 	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: testVolume},
 		Spec: v1.PersistentVolumeSpec{ClaimRef: &v1.ObjectReference{Namespace: testNS, Name: testClaim, UID: claim.UID}}}
-	if err := e.p.settleBeforeRelease(e.ctx, pv); err == nil {
-		t.Fatal("settleBeforeRelease = nil with the record still held: the library would drop the finalizer")
+	if err := e.p.dropBeforeRelease(e.ctx, pv); err == nil {
+		t.Fatal("dropBeforeRelease = nil with the record still held: the library would drop the finalizer")
 	}
 	if !e.holdsRecord(testClaim) {
 		t.Error("the claim lost its record")

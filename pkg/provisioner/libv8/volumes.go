@@ -14,11 +14,10 @@ import (
 // so that the PVs it reads from the store are copies. The library (v8)
 // changes the PV it reads in place before it writes it (the deletion
 // finalizer, added or removed): on the shared informer's own object that
-// is a data race with every other reader of the cache (the race detector
-// found it against the static-volume reclaimer), and when the write fails
-// the cache keeps the change the server refused, so the library's retry
-// sees "no finalizer, being deleted" and skips the volume until the next
-// resync (the chaos run's API faults left a PV stuck Terminating so).
+// is a data race with every other reader of the cache, and when the write
+// fails the cache keeps the change the server refused, so the library's
+// retry sees "no finalizer, being deleted" and skips the volume until the
+// next resync, leaving the PV Terminating meanwhile.
 //
 // It also keeps the handlers added through it (the library's), so that a
 // PV can be handed back to the library without a change of the PV

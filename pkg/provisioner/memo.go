@@ -48,7 +48,8 @@ func (m *claimMemo[T]) get(uid types.UID) (T, time.Time) {
 	return e.v, e.at
 }
 
-func (m *claimMemo[T]) done(uid types.UID) {
+// forget removes the entry of uid.
+func (m *claimMemo[T]) forget(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.by, uid)
