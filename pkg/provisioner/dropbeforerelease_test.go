@@ -15,7 +15,7 @@ import (
 // Before a PV's finalizer goes, dropBeforeRelease drops the record of
 // the claim the PV names when the record is this driver's, and leaves a
 // record of another driver (another provisioner's to settle) alone.
-func TestSettleBeforeReleaseOnlyThisDriversRecord(t *testing.T) {
+func TestDropBeforeReleaseOnlyThisDriversRecord(t *testing.T) {
 	for _, c := range []struct {
 		name, driver string
 		wantHeld     bool
@@ -44,7 +44,7 @@ func TestSettleBeforeReleaseOnlyThisDriversRecord(t *testing.T) {
 
 // A record that cannot be dropped keeps the PV's finalizer: the error goes
 // back to the library, which retries.
-func TestSettleBeforeReleaseFailsWhenTheRecordStays(t *testing.T) {
+func TestDropBeforeReleaseFailsWhenTheRecordStays(t *testing.T) {
 	e := newEnv(t)
 	claim := e.createClaim(newClaim(func(cl *v1.PersistentVolumeClaim) { inflight.Record(cl, driverNm, testVolume) }))
 	e.client.PrependReactor("update", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
