@@ -16,6 +16,7 @@ import (
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 
+	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/migration"
 )
 
@@ -197,4 +198,12 @@ func (r *InFlight) volumeWithHandle(ctx context.Context, handle string) (*v1.Per
 		}
 	}
 	return nil, nil
+}
+
+// unusedWhy says why a living claim will not use its own volume.
+func unusedWhy(claim *v1.PersistentVolumeClaim) string {
+	if claim.Spec.VolumeName != "" {
+		return "it is bound to " + claim.Spec.VolumeName
+	}
+	return "it was rescheduled away from node " + claim.Annotations[inflight.AnnNode]
 }

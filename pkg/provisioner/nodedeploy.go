@@ -3,10 +3,10 @@ package provisioner
 import (
 	"context"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -32,13 +32,6 @@ type NodeDeployment struct {
 // CapacityDriver is the optional GetCapacity call.
 type CapacityDriver interface {
 	GetCapacity(context.Context, *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error)
-}
-
-// owners tracks this instance's pending attempts to own claims.
-type owners struct {
-	mu       sync.Mutex
-	pending  map[string]bool
-	attempts map[string]int
 }
 
 // nodeShouldProvision is ShouldProvision in node-deployment mode.
@@ -176,4 +169,17 @@ func (p *Provisioner) nodeName() string {
 		return ""
 	}
 	return p.o.Node.NodeName
+}
+
+// recordedElsewhere, in node-deployment mode, is the other node whose
+// provisioner holds the claim's record ("" for none): its local volume
+// must be cleaned up before this node makes one.
+func (p *Provisioner) recordedElsewhere(claim *v1.PersistentVolumeClaim) string {
+	if p.o.Node == nil || !inflight.Holds(claim) {
+		return ""
+	}
+	if node := claim.Annotations[inflight.AnnNode]; node != "" && node != p.o.Node.NodeName {
+		return node
+	}
+	return ""
 }

@@ -1,10 +1,7 @@
 package provisioner
 
 import (
-	"time"
-
 	"github.com/tether-csi/tether/pkg/provisioner/libv8"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -31,20 +28,4 @@ import (
 func (p *Provisioner) LibraryClient(c kubernetes.Interface) kubernetes.Interface {
 	return libv8.Client(c, libv8.Hooks{ClaimVersion: p.handoffs.claimVersion, BeforeRelease: p.dropBeforeRelease,
 		VolumeDeleted: p.deleted.has, Released: p.deleted.forget})
-}
-
-// deletedVolumes remembers the PVs (by UID) whose volume Delete deleted,
-// until their deletion finalizer is removed. Entries are kept for
-// deletedKept at most.
-type deletedVolumes struct{ claimMemo[struct{}] }
-
-const deletedKept = 10 * time.Minute
-
-func newDeletedVolumes() deletedVolumes {
-	return deletedVolumes{claimMemo[struct{}]{keep: deletedKept}}
-}
-
-func (d *deletedVolumes) has(uid types.UID) bool {
-	_, at := d.get(uid)
-	return uid != "" && !at.IsZero()
 }

@@ -54,3 +54,20 @@ func (o Outcome) State() controller.ProvisioningState {
 	}
 	return controller.ProvisioningFinished
 }
+
+// noVolumeMade reports whether a CreateVolume's error says that the call
+// made no volume and that none of the name exists: a final code (Classify,
+// as EP tells final from in-background), but AlreadyExists (a volume of the
+// name exists, made with another request) and ResourceExhausted (a full
+// backend may be full of a volume of the name that an earlier call is
+// still making).
+func noVolumeMade(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch status.Code(err) {
+	case codes.AlreadyExists, codes.ResourceExhausted:
+		return false
+	}
+	return Classify(err, false) == Final
+}
