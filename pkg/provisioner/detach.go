@@ -1,20 +1,12 @@
 package provisioner
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
-	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 )
 
 // The wait for detach before DeleteVolume. As in external-provisioner, it
@@ -138,69 +130,4 @@ type DetachOptions struct {
 	Requeue func(pv string)
 	// Recorder receives the Normal events of the waits; nil for none.
 	Recorder record.EventRecorder
-}
-
-// WatchDetach makes a PV whose deletion waited for a detach go back to the
-// library as soon as the last VolumeAttachment that held it is deleted.
-// Without it, a driver with PUBLISH_UNPUBLISH_VOLUME still waits, but
-// through the library's retries (each a Warning event).
-func (p *Provisioner) WatchDetach(o DetachOptions) error {
-	if o.VolumeAttachments == nil || o.Requeue == nil {
-		return errors.New("provisioner: the wait for detach needs the VolumeAttachment informer and a requeue")
-	}
-	_, err := o.VolumeAttachments.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		va, ok := obj.(*storagev1.VolumeAttachment)
-		if !ok || va.Spec.Source.PersistentVolumeName == nil {
-			return
-		}
-		if pv := *va.Spec.Source.PersistentVolumeName; p.detach.release(pv) {
-			o.Requeue(pv)
-		}
-	}})
-	if err != nil {
-		return err
-	}
-	p.detach.mu.Lock()
-	p.detach.o = &o
-	p.detach.mu.Unlock()
-	return nil
-}
-
-// waitForDetach returns nil when the PV's volume may be deleted now, else
-// an IgnoredError after a Normal event (WatchDetach hands the PV back
-// later), or, without WatchDetach, a plain error the library retries.
-func (p *Provisioner) waitForDetach(ctx context.Context, pv *v1.PersistentVolume) error {
-	if !p.o.PublishUnpublish {
-		return nil
-	}
-	last := p.detach.arm(pv.Name)
-	vas, err := p.o.VolumeAttachments.List(labels.Everything())
-	if err != nil {
-		p.detach.release(pv.Name)
-		return err
-	}
-	now := p.now()
-	step := decideDetach(detachInput{PublishUnpublish: true, PV: pv.Name, Attachments: vas, LastEvent: last, Now: now})
-	if !step.Wait {
-		p.detach.release(pv.Name)
-		return nil
-	}
-	msg := fmt.Sprintf("waiting for the volume to be detached from node %s (VolumeAttachment %s) before it is deleted", step.Node, step.Attachment)
-	o := p.detach.options()
-	if o == nil {
-		p.detach.release(pv.Name)
-		return errors.New(msg)
-	}
-	logger := klog.FromContext(ctx)
-	if step.Event {
-		p.detach.told(pv.Name, now)
-		if o.Recorder != nil {
-			o.Recorder.Event(pv, v1.EventTypeNormal, ReasonVolumeDelete, strings.ToUpper(msg[:1])+msg[1:])
-		}
-	}
-	logger.V(2).Info("DeleteVolume waits for a detach", "pv", klog.KObj(pv), "node", step.Node, "volumeAttachment", step.Attachment)
-	return &controller.IgnoredError{Reason: msg}
 }

@@ -1,0 +1,111 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tether-csi/tether/pkg/provisioner/request"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
+)
+
+// WatchDetach makes a PV whose deletion waited for a detach go back to the
+// library as soon as the last VolumeAttachment that held it is deleted.
+// Without it, a driver with PUBLISH_UNPUBLISH_VOLUME still waits, but
+// through the library's retries (each a Warning event).
+func (p *Provisioner) WatchDetach(o DetachOptions) error {
+	if o.VolumeAttachments == nil || o.Requeue == nil {
+		return errors.New("provisioner: the wait for detach needs the VolumeAttachment informer and a requeue")
+	}
+	_, err := o.VolumeAttachments.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		va, ok := obj.(*storagev1.VolumeAttachment)
+		if !ok || va.Spec.Source.PersistentVolumeName == nil {
+			return
+		}
+		if pv := *va.Spec.Source.PersistentVolumeName; p.detach.release(pv) {
+			o.Requeue(pv)
+		}
+	}})
+	if err != nil {
+		return err
+	}
+	p.detach.mu.Lock()
+	p.detach.o = &o
+	p.detach.mu.Unlock()
+	return nil
+}
+
+// waitForDetach returns nil when the PV's volume may be deleted now, else
+// an IgnoredError after a Normal event (WatchDetach hands the PV back
+// later), or, without WatchDetach, a plain error the library retries.
+func (p *Provisioner) waitForDetach(ctx context.Context, pv *v1.PersistentVolume) error {
+	if !p.o.PublishUnpublish {
+		return nil
+	}
+	last := p.detach.arm(pv.Name)
+	vas, err := p.o.VolumeAttachments.List(labels.Everything())
+	if err != nil {
+		p.detach.release(pv.Name)
+		return err
+	}
+	now := p.now()
+	step := decideDetach(detachInput{PublishUnpublish: true, PV: pv.Name, Attachments: vas, LastEvent: last, Now: now})
+	if !step.Wait {
+		p.detach.release(pv.Name)
+		return nil
+	}
+	msg := fmt.Sprintf("waiting for the volume to be detached from node %s (VolumeAttachment %s) before it is deleted", step.Node, step.Attachment)
+	o := p.detach.options()
+	if o == nil {
+		p.detach.release(pv.Name)
+		return errors.New(msg)
+	}
+	logger := klog.FromContext(ctx)
+	if step.Event {
+		p.detach.told(pv.Name, now)
+		if o.Recorder != nil {
+			o.Recorder.Event(pv, v1.EventTypeNormal, ReasonVolumeDelete, strings.ToUpper(msg[:1])+msg[1:])
+		}
+	}
+	logger.V(2).Info("DeleteVolume waits for a detach", "pv", klog.KObj(pv), "node", step.Node, "volumeAttachment", step.Attachment)
+	return &controller.IgnoredError{Reason: msg}
+}
+
+// deletionSecrets reads the secret of request.DeletionSecretRef. A secret that is
+// gone (or that this provisioner may not read) is no reason to keep a
+// volume: as external-provisioner, DeleteVolume goes without it (the driver
+// decides). Other errors are retried.
+func (p *Provisioner) deletionSecrets(ctx context.Context, pv *v1.PersistentVolume) (map[string]string, error) {
+	var class *storagev1.StorageClass
+	if name := storagehelpers.GetPersistentVolumeClass(pv); name != "" && p.o.Classes != nil {
+		c, err := p.o.Classes.Get(name)
+		switch {
+		case err == nil:
+			class = c
+		case !apierrors.IsNotFound(err):
+			return nil, err
+		}
+	}
+	ref, err := request.DeletionSecretRef(pv, class)
+	if err != nil || ref == nil {
+		return nil, err
+	}
+	secrets, err := p.secret(ctx, ref)
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+		klog.FromContext(ctx).Info("Deleting the volume without its deletion secret, which cannot be read", "pv", klog.KObj(pv),
+			"secret", klog.KRef(ref.Namespace, ref.Name), "reason", apierrors.ReasonForError(err))
+		return nil, nil
+	}
+	return secrets, err
+}
