@@ -39,6 +39,7 @@ import (
 	"github.com/tether-csi/tether/pkg/provisioner"
 	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
 	"github.com/tether-csi/tether/pkg/provisioner/libv8"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 	"github.com/tether-csi/tether/pkg/provisioner/records"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"github.com/tether-csi/tether/pkg/provisioner/static"
@@ -301,9 +302,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	var cloneProtection *provisioner.CloneProtection
+	var cloneProtection *protect.CloneProtection
 	if caps.Clone {
-		cloneProtection, err = provisioner.NewCloneProtection(provisioner.CloneProtectionOptions{Client: client, Claims: claimInf.Informer(),
+		cloneProtection, err = protect.NewCloneProtection(protect.CloneProtectionOptions{Client: client, Claims: claimInf.Informer(),
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax)})
 		if err != nil {
 			return err

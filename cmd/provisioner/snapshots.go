@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 )
 
 // snapshots is the VolumeSnapshot API as the provisioner uses it: a client
@@ -31,7 +31,7 @@ import (
 type snapshots struct {
 	client     snapclientset.Interface
 	factory    snapinformers.SharedInformerFactory
-	protection *provisioner.SnapshotProtection
+	protection *protect.SnapshotProtection
 }
 
 // snapshotDiscoveryBackoff paces the retries of the VolumeSnapshot API's
@@ -93,7 +93,7 @@ func (s *snapshots) protect(client kubernetes.Interface, claims cache.SharedInde
 		return nil
 	}
 	var err error
-	s.protection, err = provisioner.NewSnapshotProtection(provisioner.SnapshotProtectionOptions{Client: client, SnapshotClient: s.client,
+	s.protection, err = protect.NewSnapshotProtection(protect.SnapshotProtectionOptions{Client: client, SnapshotClient: s.client,
 		Claims: claims, Snapshots: s.factory.Snapshot().V1().VolumeSnapshots().Informer(), RateLimiter: limiter})
 	return err
 }

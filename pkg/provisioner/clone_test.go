@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -120,34 +119,5 @@ func TestCloneSource(t *testing.T) {
 				t.Errorf("source claim %v, want apps/src", got.claim)
 			}
 		})
-	}
-}
-
-func TestProtectSource(t *testing.T) {
-	src, pv := sourcePair()
-	cs := fake.NewClientset(src, pv)
-	p := &Provisioner{o: Options{Client: cs, Driver: cloneDriver{}, Clone: true}}
-	clone := newClaim(cloneOf("src"), func(c *v1.PersistentVolumeClaim) { c.Name, c.UID = "clone", types.UID("clone-uid") })
-	for range 2 { // the second call finds the finalizer and writes nothing
-		if err := p.protectSource(t.Context(), clone, src); err != nil {
-			t.Fatal(err)
-		}
-		got, err := cs.CoreV1().PersistentVolumeClaims(testNS).Get(t.Context(), "src", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got.Finalizers) != 1 || got.Finalizers[0] != FinalizerCloneSource {
-			t.Fatalf("source finalizers %v, want only %s", got.Finalizers, FinalizerCloneSource)
-		}
-		src = got
-	}
-	updates := 0
-	for _, a := range cs.Actions() {
-		if a.GetVerb() == "update" {
-			updates++
-		}
-	}
-	if updates != 1 {
-		t.Errorf("%d updates of the source, want 1", updates)
 	}
 }

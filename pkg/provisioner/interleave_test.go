@@ -18,6 +18,7 @@ import (
 
 	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/nodeloss"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 	"github.com/tether-csi/tether/pkg/provisioner/records"
 )
 
@@ -409,7 +410,7 @@ func TestInterleavings(t *testing.T) {
 				src := newClaim(func(c *v1.PersistentVolumeClaim) {
 					c.Name, c.UID, c.Spec.VolumeName = "source", "source-uid", "pvc-source"
 					c.Status.Phase = v1.ClaimBound
-					c.Finalizers = []string{FinalizerCloneSource}
+					c.Finalizers = []string{protect.FinalizerCloneSource}
 				})
 				e.createClaim(src)
 				e.deleteClaim("source")

@@ -248,7 +248,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 		p.answers.recorded(claim.UID, p.now())
 	}
 	p.secretsUsed.remember(claim.UID, prep.req.Secrets, p.now())
-	if err := p.protect(ctx, claim, prep.source); err != nil {
+	if err := p.protect(ctx, prep.source); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
 	resp, err := p.createVolume(ctx, claim.UID, prep.req)

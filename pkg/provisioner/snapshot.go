@@ -11,11 +11,11 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 )
 
@@ -24,13 +24,10 @@ import (
 // driver that points back at it, with a restore size no larger than the
 // request; a change of volume mode needs the content's
 // request.AnnAllowVolumeModeChange while --prevent-volume-mode-conversion is on.
-// Provision puts FinalizerSnapshotSource on the snapshot before
-// CreateVolume and SnapshotProtection takes it off once no restore from it
-// is in progress, so that the clean-up of a deleted claim finds it again.
-
-// FinalizerSnapshotSource keeps a VolumeSnapshot while a volume is restored
-// from it; external-provisioner uses the same name.
-const FinalizerSnapshotSource = "provisioner.storage.kubernetes.io/volumesnapshot-as-source-protection"
+// Provision puts protect.FinalizerSnapshotSource on the snapshot before
+// CreateVolume and protect.SnapshotProtection takes it off once no restore
+// from it is in progress, so that the clean-up of a deleted claim finds it
+// again.
 
 // source is a claim's checked content source, with the object to protect.
 type source struct {
@@ -100,77 +97,21 @@ func (p *Provisioner) snapshotSource(ctx context.Context, claim *v1.PersistentVo
 
 // restoreStarted reports whether a claim's restore from snap started
 // already: the claim holds the in-flight record and the snapshot still
-// carries FinalizerSnapshotSource.
+// carries protect.FinalizerSnapshotSource.
 func restoreStarted(claim *v1.PersistentVolumeClaim, snap *snapv1.VolumeSnapshot) bool {
-	return inflight.Holds(claim) && slices.Contains(snap.Finalizers, FinalizerSnapshotSource)
+	return inflight.Holds(claim) && slices.Contains(snap.Finalizers, protect.FinalizerSnapshotSource)
 }
 
-// protectSnapshot adds FinalizerSnapshotSource to a restore's snapshot.
-// Restores from one snapshot made at once each add it: a write that
-// conflicts is made again from a fresh read, as long as that read is still
-// the snapshot that was checked (protectSnapshotDecision).
-func (p *Provisioner) protectSnapshot(ctx context.Context, snap *snapv1.VolumeSnapshot) error {
-	current := snap
-	snaps := p.o.SnapshotClient.SnapshotV1().VolumeSnapshots(snap.Namespace)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if current == nil {
-			fresh, err := snaps.Get(ctx, snap.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			current = fresh
-		}
-		add, err := protectSnapshotDecision(snap, current)
-		if err != nil || !add {
-			return err
-		}
-		s := current.DeepCopy()
-		s.Finalizers = append(s.Finalizers, FinalizerSnapshotSource)
-		current = nil
-		_, err = snaps.Update(ctx, s, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("protecting snapshot %s: %w", snap.Name, err)
-	}
-	return nil
-}
-
-// protectSnapshotDecision says, on a read of a restore's snapshot
-// (current), whether its protection must be added: not when it holds it
-// already (a restore retried while the snapshot is being deleted); an
-// error when it is no longer the snapshot that was checked: another of the
-// name, or, unprotected, one being deleted or bound to another content.
-// Pure.
-func protectSnapshotDecision(checked, current *snapv1.VolumeSnapshot) (bool, error) {
-	content := func(s *snapv1.VolumeSnapshot) string {
-		if s.Status == nil || s.Status.BoundVolumeSnapshotContentName == nil {
-			return ""
-		}
-		return *s.Status.BoundVolumeSnapshotContentName
-	}
-	switch {
-	case current.UID != checked.UID:
-		return false, fmt.Errorf("snapshot %s was replaced", checked.Name)
-	case slices.Contains(current.Finalizers, FinalizerSnapshotSource):
-		return false, nil
-	case current.DeletionTimestamp != nil:
-		return false, fmt.Errorf("snapshot %s is being deleted", checked.Name)
-	case content(current) != content(checked):
-		return false, fmt.Errorf("snapshot %s is bound to another content now", checked.Name)
-	}
-	return true, nil
-}
-
-// protect puts the source's finalizer on it before CreateVolume.
-func (p *Provisioner) protect(ctx context.Context, claim *v1.PersistentVolumeClaim, src *source) error {
+// protect puts the source's finalizer on it before CreateVolume, through
+// package protect, the one writer of the source-protection finalizers.
+func (p *Provisioner) protect(ctx context.Context, src *source) error {
 	switch {
 	case src == nil:
 		return nil
 	case src.claim != nil:
-		return p.protectSource(ctx, claim, src.claim)
+		return protect.Clone(ctx, p.o.Client, src.claim)
 	case src.snapshot != nil:
-		return p.protectSnapshot(ctx, src.snapshot)
+		return protect.Snapshot(ctx, p.o.SnapshotClient, src.snapshot)
 	}
 	return nil
 }

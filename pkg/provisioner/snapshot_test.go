@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
 
@@ -119,11 +120,11 @@ func TestCheckSnapshotSource(t *testing.T) {
 			change: func(_ *snapv1.VolumeSnapshot, c *snapv1.VolumeSnapshotContent) { c.Spec.SourceVolumeMode = nil }},
 		{name: "being deleted: no new restore", claim: newClaim(restoreOf(testSnap)), wantErr: "is being deleted",
 			change: func(s *snapv1.VolumeSnapshot, _ *snapv1.VolumeSnapshotContent) {
-				s.DeletionTimestamp, s.Finalizers = &metav1.Time{}, []string{FinalizerSnapshotSource}
+				s.DeletionTimestamp, s.Finalizers = &metav1.Time{}, []string{protect.FinalizerSnapshotSource}
 			}},
 		{name: "being deleted, the claim's restore started: it goes on", claim: newClaim(restoreOf(testSnap), restoring(testHandle)),
 			change: func(s *snapv1.VolumeSnapshot, _ *snapv1.VolumeSnapshotContent) {
-				s.DeletionTimestamp, s.Finalizers = &metav1.Time{}, []string{FinalizerSnapshotSource}
+				s.DeletionTimestamp, s.Finalizers = &metav1.Time{}, []string{protect.FinalizerSnapshotSource}
 			}},
 		{name: "being deleted and no longer protected: refused even for a started restore", claim: newClaim(restoreOf(testSnap), restoring(testHandle)),
 			wantErr: "is being deleted",
@@ -132,7 +133,7 @@ func TestCheckSnapshotSource(t *testing.T) {
 			}},
 		{name: "being deleted, the claim's record names another snapshot handle: the content's handle is taken, not the claim's", claim: newClaim(restoreOf(testSnap), restoring("forged")),
 			change: func(s *snapv1.VolumeSnapshot, _ *snapv1.VolumeSnapshotContent) {
-				s.DeletionTimestamp, s.Finalizers = &metav1.Time{}, []string{FinalizerSnapshotSource}
+				s.DeletionTimestamp, s.Finalizers = &metav1.Time{}, []string{protect.FinalizerSnapshotSource}
 			}},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,7 @@ import (
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	snapfake "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/fake"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,7 +26,7 @@ type snapEnv struct {
 	*env
 	snapClient *snapfake.Clientset
 	snapshots  cache.SharedIndexInformer
-	protection *SnapshotProtection
+	protection *protect.SnapshotProtection
 }
 
 var snapshotsGVR = schema.GroupVersionResource{Group: snapv1.GroupName, Version: "v1", Resource: "volumesnapshots"}
@@ -41,13 +42,14 @@ func newSnapEnv(e *env, prevent bool) *snapEnv {
 	s.snapSemantics()
 	e.p.o.Snapshots, e.p.o.SnapshotClient, e.p.o.PreventVolumeModeConversion = true, s.snapClient, prevent
 	s.snapshots = cache.NewSharedIndexInformer(&cache.ListWatch{}, &snapv1.VolumeSnapshot{}, 0, cache.Indexers{})
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	e.t.Cleanup(queue.ShutDown)
 	var err error
-	s.protection, err = NewSnapshotProtection(SnapshotProtectionOptions{Client: e.client, SnapshotClient: s.snapClient, Claims: e.claims,
-		Snapshots: s.snapshots, RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string]()})
+	s.protection, err = protect.NewSnapshotProtection(protect.SnapshotProtectionOptions{Client: e.client, SnapshotClient: s.snapClient, Claims: e.claims,
+		Snapshots: s.snapshots, Queue: queue})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(s.protection.queue.ShutDown)
 	return s
 }
 
@@ -131,7 +133,7 @@ func (s *snapEnv) snapshot() *snapv1.VolumeSnapshot {
 // protected reports whether apps/snap carries the restore finalizer.
 func (s *snapEnv) protected() bool {
 	snap := s.snapshot()
-	return snap != nil && slices.Contains(snap.Finalizers, FinalizerSnapshotSource)
+	return snap != nil && slices.Contains(snap.Finalizers, protect.FinalizerSnapshotSource)
 }
 
 // deleteSnapshot is a user deleting apps/snap.
@@ -163,7 +165,7 @@ func (s *snapEnv) changeSnapshot(change func(*snapv1.VolumeSnapshot, *snapv1.Vol
 // release runs one step of the snapshot protection for apps/snap.
 func (s *snapEnv) release() {
 	s.t.Helper()
-	if err := s.protection.sync(s.ctx, testNS+"/"+testSnap); err != nil {
+	if err := s.protection.Reconcile(s.ctx, testNS+"/"+testSnap); err != nil {
 		s.t.Fatalf("snapshot protection: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 	"github.com/tether-csi/tether/test/cluster"
 )
 
@@ -42,7 +43,7 @@ func cloneClaim(name, source string, mode corev1.PersistentVolumeMode) *corev1.P
 }
 
 func hasCloneProtection(c *corev1.PersistentVolumeClaim) bool {
-	return slices.Contains(c.Finalizers, provisioner.FinalizerCloneSource)
+	return slices.Contains(c.Finalizers, protect.FinalizerCloneSource)
 }
 
 // TestClones runs our provisioner, our binder and the csi-test mock driver

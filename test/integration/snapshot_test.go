@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"github.com/tether-csi/tether/test/cluster"
 )
@@ -79,7 +80,7 @@ func restoreClaim(name, class, snapshot, size string, mode corev1.PersistentVolu
 }
 
 func snapshotProtected(s *snapv1.VolumeSnapshot) bool {
-	return slices.Contains(s.Finalizers, provisioner.FinalizerSnapshotSource)
+	return slices.Contains(s.Finalizers, protect.FinalizerSnapshotSource)
 }
 
 // waitRestoring waits until a restore's CreateVolume runs: the claim holds

@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/tether-csi/tether/pkg/inflight"
-	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 )
 
 // tenantClone makes a clone of a claim of its namespace: same class and
@@ -72,7 +72,7 @@ func (w *World) checkCloneSources() {
 		if !inflight.Holds(c) || !w.cloned[own] || c.Spec.VolumeName == own || w.forged[string(c.UID)] || w.stripped[own] {
 			continue
 		}
-		src, ok := provisioner.CloneSourceName(c)
+		src, ok := protect.CloneSourceName(c)
 		if !ok {
 			continue
 		}

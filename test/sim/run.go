@@ -346,9 +346,9 @@ func (w *World) work(q *queue, key string) string {
 		case p.lib.saveQ:
 			err = p.lib.syncSave(ctx, key)
 		case p.cloneQ:
-			err = p.clones.Sync(ctx, key)
+			err = p.clones.Reconcile(ctx, key)
 		case p.snapQ:
-			err = p.snapshots.Sync(ctx, key)
+			err = p.snapshots.Reconcile(ctx, key)
 		case p.ifQ:
 			if obj, ok, _ := p.caches.inf[rClaims].indexer.GetByKey(key); ok {
 				w.cleanup = obj.(*v1.PersistentVolumeClaim)

@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/tether-csi/tether/pkg/inflight"
-	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 )
 
 // The snapshot invariants.
@@ -37,7 +37,7 @@ func (w *World) checkRestoreCreate(req *csi.CreateVolumeRequest) {
 		w.violate("%s: CreateVolume of %s restores snapshot %s for no claim", w.who, req.GetName(), id)
 		return
 	}
-	name, ok := provisioner.SnapshotSourceName(c)
+	name, ok := protect.SnapshotSourceName(c)
 	if !ok {
 		w.violate("%s: CreateVolume of %s restores snapshot %s, and claim %s/%s names no VolumeSnapshot", w.who, req.GetName(), id, c.Namespace, c.Name)
 		return
@@ -71,7 +71,7 @@ func (w *World) checkRestoreSources() {
 		if !ok || !inflight.Holds(c) || c.Spec.VolumeName == own || w.forged[string(c.UID)] || w.stripped[own] || w.snap.tampered[uid] {
 			continue
 		}
-		name, _ := provisioner.SnapshotSourceName(c)
+		name, _ := protect.SnapshotSourceName(c)
 		s, _ := w.api.peek(rSnapshots, objKey(c.Namespace, name)).(*snapv1.VolumeSnapshot)
 		if s == nil || s.UID != uid {
 			w.violate("restore %s/%s may still repeat its CreateVolume (it holds its record), and its VolumeSnapshot %s is gone", c.Namespace, c.Name, name)
@@ -123,7 +123,7 @@ func (w *World) checkSnapshotRelease(who string, snap *snapv1.VolumeSnapshot) {
 		if c.Namespace != snap.Namespace || w.snap.restoredFrom[own] != snap.UID || w.forged[string(c.UID)] || w.stripped[own] {
 			continue
 		}
-		if busy, _ := provisioner.RestoreInProgress(snap, []*v1.PersistentVolumeClaim{c}); !busy {
+		if busy, _ := protect.RestoreInProgress(snap, []*v1.PersistentVolumeClaim{c}); !busy {
 			continue
 		}
 		seen := "not in its claim cache"

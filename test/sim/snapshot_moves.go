@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 )
 
 // The tenant's and the admin's moves on snapshots (writers.go): a tenant
@@ -38,7 +38,7 @@ func (w *World) liveSnapshots(filter func(*snapv1.VolumeSnapshot) bool) []*snapv
 func (w *World) waitingRestores(ns string) []string {
 	var out []string
 	for _, c := range w.api.claims() {
-		name, ok := provisioner.SnapshotSourceName(c)
+		name, ok := protect.SnapshotSourceName(c)
 		if ok && c.Namespace == ns && w.api.peek(rSnapshots, objKey(ns, name)) == nil && !slices.Contains(out, name) {
 			out = append(out, name)
 		}
@@ -206,9 +206,9 @@ func (w *World) tenantSnapshotFinalizer() string {
 	if protectedSnapshot(s) {
 		verb = "strip"
 		w.snap.tampered[s.UID] = true
-		s.Finalizers = slices.DeleteFunc(s.Finalizers, func(f string) bool { return f == provisioner.FinalizerSnapshotSource })
+		s.Finalizers = slices.DeleteFunc(s.Finalizers, func(f string) bool { return f == protect.FinalizerSnapshotSource })
 	} else {
-		s.Finalizers = append(s.Finalizers, provisioner.FinalizerSnapshotSource)
+		s.Finalizers = append(s.Finalizers, protect.FinalizerSnapshotSource)
 	}
 	if _, err := w.api.Update(s, false); err != nil {
 		return fmt.Sprintf("tenant: %s the protection of %s/%s: %v", verb, s.Namespace, s.Name, err)

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-csi/tether/pkg/inflight"
-	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 )
 
 // Restores at rest. The actors run for a few dozen steps from an empty
@@ -109,7 +109,7 @@ func (w *World) restoresUnderWay() []*v1.PersistentVolumeClaim {
 		return nil
 	}
 	return w.liveClaims(func(c *v1.PersistentVolumeClaim) bool {
-		_, ok := provisioner.SnapshotSourceName(c)
+		_, ok := protect.SnapshotSourceName(c)
 		return ok && inflight.Holds(c) && c.Spec.VolumeName == ""
 	})
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/tether-csi/tether/pkg/provisioner"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 )
 
 // VolumeSnapshots and their protection (issue 33, item 2). The API holds
@@ -147,7 +147,7 @@ func boundBack(c *snapv1.VolumeSnapshotContent, s *snapv1.VolumeSnapshot) bool {
 }
 
 func protectedSnapshot(s *snapv1.VolumeSnapshot) bool {
-	return slices.Contains(s.Finalizers, provisioner.FinalizerSnapshotSource)
+	return slices.Contains(s.Finalizers, protect.FinalizerSnapshotSource)
 }
 
 // snapJob is one transition the snapshot-controller may make.
@@ -362,7 +362,7 @@ func (w *World) noteSnapshotWrite(who string, before *snapv1.VolumeSnapshot, obj
 // noteRestoreEvent counts the restores a provisioner refused.
 func (w *World) noteRestoreEvent(obj runtime.Object, reason string) {
 	if c, ok := obj.(*v1.PersistentVolumeClaim); ok && reason == "ProvisioningFailed" {
-		if _, ok := provisioner.SnapshotSourceName(c); ok {
+		if _, ok := protect.SnapshotSourceName(c); ok {
 			w.snap.refused[c.UID] = true
 		}
 	}

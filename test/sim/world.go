@@ -15,12 +15,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/pkg/binder"
 	"github.com/tether-csi/tether/pkg/provisioner"
 	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
+	"github.com/tether-csi/tether/pkg/provisioner/protect"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"github.com/tether-csi/tether/pkg/provisioner/sweep"
 	"github.com/tether-csi/tether/pkg/server"
@@ -225,10 +225,10 @@ type provProc struct {
 	prov       *provisioner.Provisioner
 	inflight   *provisioner.InFlight
 	ifQ        *queue
-	clones     *provisioner.CloneProtection
+	clones     *protect.CloneProtection
 	cloneQ     *queue
 	snapClient snapclientset.Interface
-	snapshots  *provisioner.SnapshotProtection
+	snapshots  *protect.SnapshotProtection
 	snapQ      *queue
 	sweeper    *sweep.Sweeper
 	lib        *library
@@ -317,21 +317,17 @@ func (w *World) newTether(i int) *provProc {
 	if err != nil {
 		panic(err)
 	}
-	p.clones, err = provisioner.NewCloneProtection(provisioner.CloneProtectionOptions{Client: p.client, Claims: ix(rClaims),
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)})
-	if err != nil {
-		panic(err)
-	}
 	p.cloneQ = newQueue(w, "clone-protection"+p.suffix())
-	p.clones.SetQueue(p.cloneQ)
-	p.snapshots, err = provisioner.NewSnapshotProtection(provisioner.SnapshotProtectionOptions{Client: p.client, SnapshotClient: p.snapClient,
-		Claims: ix(rClaims), Snapshots: ix(rSnapshots),
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)})
+	p.clones, err = protect.NewCloneProtection(protect.CloneProtectionOptions{Client: p.client, Claims: ix(rClaims), Queue: p.cloneQ})
 	if err != nil {
 		panic(err)
 	}
 	p.snapQ = newQueue(w, "snapshot-protection"+p.suffix())
-	p.snapshots.SetQueue(p.snapQ)
+	p.snapshots, err = protect.NewSnapshotProtection(protect.SnapshotProtectionOptions{Client: p.client, SnapshotClient: p.snapClient,
+		Claims: ix(rClaims), Snapshots: ix(rSnapshots), Queue: p.snapQ})
+	if err != nil {
+		panic(err)
+	}
 	policy := sweep.Report
 	if w.cfg.Owner {
 		policy = sweep.Delete

@@ -68,15 +68,15 @@ func (w *Writer) Drop(ctx context.Context, claim *v1.PersistentVolumeClaim) erro
 	if err == nil || apierrors.IsNotFound(err) {
 		return nil
 	}
-	return UpdateClaim(ctx, w.Client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
+	return updateClaim(ctx, w.Client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
 		return c.UID == claim.UID && inflight.Forget(c)
 	})
 }
 
-// UpdateClaim applies change to a fresh copy of a claim and writes it if
+// updateClaim applies change to a fresh copy of a claim and writes it if
 // change says so, retrying conflicts on fresh reads. A claim that is gone
 // needs nothing.
-func UpdateClaim(ctx context.Context, client kubernetes.Interface, namespace, name string, change func(*v1.PersistentVolumeClaim) bool) error {
+func updateClaim(ctx context.Context, client kubernetes.Interface, namespace, name string, change func(*v1.PersistentVolumeClaim) bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		claim, err := client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -102,7 +102,7 @@ func UpdateClaim(ctx context.Context, client kubernetes.Interface, namespace, na
 // moved. The library would remove the node from its cached claim, which
 // our own writes have usually made stale, so we do it from a fresh read.
 func (w *Writer) Reschedule(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
-	return UpdateClaim(ctx, w.Client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
+	return updateClaim(ctx, w.Client, claim.Namespace, claim.Name, func(c *v1.PersistentVolumeClaim) bool {
 		if c.UID != claim.UID {
 			return false
 		}

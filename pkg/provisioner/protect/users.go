@@ -1,9 +1,11 @@
-package provisioner
+package protect
 
 import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tether-csi/tether/pkg/inflight"
 )
 
 // sourceUsers is what the clone and snapshot protections share: an index
@@ -18,11 +20,10 @@ type sourceUsers struct {
 
 // newSourceUsers adds the index (named index) to the claim informer, which
 // must not have been started yet, and queues a claim's source on its every
-// event. name names the queue.
-func newSourceUsers(claims cache.SharedIndexInformer, index, name string, rl workqueue.TypedRateLimiter[string],
+// event (add, update, delete).
+func newSourceUsers(claims cache.SharedIndexInformer, index string, queue workqueue.TypedRateLimitingInterface[string],
 	sourceOf func(*v1.PersistentVolumeClaim) (string, bool)) (*sourceUsers, error) {
-	u := &sourceUsers{claims: claims, index: index, sourceOf: sourceOf,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{Name: name})}
+	u := &sourceUsers{claims: claims, index: index, sourceOf: sourceOf, queue: queue}
 	if err := claims.AddIndexers(cache.Indexers{index: u.indexKeys}); err != nil {
 		return nil, err
 	}
@@ -83,4 +84,21 @@ func claimOf(obj any) *v1.PersistentVolumeClaim {
 	}
 	claim, _ := obj.(*v1.PersistentVolumeClaim)
 	return claim
+}
+
+// makingVolume reports whether a claim made from a source (a clone or a
+// restore) may still be making its volume from it: being deleted while it
+// holds its in-flight record, live and not bound yet, or bound while its
+// record names another volume than the one it is bound to.
+func makingVolume(c *v1.PersistentVolumeClaim) bool {
+	switch {
+	case c.DeletionTimestamp != nil:
+		return inflight.Holds(c)
+	case c.Spec.VolumeName == "":
+		return true
+	case inflight.Holds(c):
+		_, name, ok := inflight.Volume(c)
+		return ok && name != c.Spec.VolumeName
+	}
+	return false
 }

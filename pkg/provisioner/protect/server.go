@@ -1,4 +1,4 @@
-package provisioner
+package protect
 
 import (
 	"context"
@@ -10,12 +10,11 @@ import (
 
 // usedOnServer asks the API server, not this process's cache, whether a
 // claim of the namespace still uses a source: busy decides on the claims
-// listed. The clone and snapshot protections ask it before a release. A
-// cache may not have seen a claim that another process made its
-// CreateVolume for: in node mode each node's provisioner protects and
-// releases the same sources, and one node's cache may lag behind the
-// restore another node runs (simulator, seed 2234). It costs one LIST of
-// the namespace's claims per release, never per claim.
+// listed. The clone and snapshot protections ask it before a release,
+// because a cache may not have seen a claim whose CreateVolume another
+// process made: in node mode each node's provisioner protects and
+// releases the same sources, each on its own claim cache. It costs one
+// LIST of the namespace's claims per release, never per claim.
 func usedOnServer(ctx context.Context, client kubernetes.Interface, namespace string,
 	busy func([]*v1.PersistentVolumeClaim) (bool, string)) (bool, string, error) {
 	list, err := client.CoreV1().PersistentVolumeClaims(namespace).List(ctx, metav1.ListOptions{})

@@ -1,4 +1,4 @@
-package provisioner
+package protect
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	snapclientset "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
-	"github.com/tether-csi/tether/pkg/provisioner/request"
-	"github.com/tether-csi/tether/pkg/provisioner/worker"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,28 +16,28 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-)
 
-// The snapshot protection: Provision puts FinalizerSnapshotSource on a
-// restore's VolumeSnapshot before CreateVolume; SnapshotProtection takes it
-// off once no restore from that snapshot may still be running. Its
-// decision is RestoreInProgress, a pure function of the snapshot and the
-// claims that name it; its queue is fed by claim events (a restore's
-// change queues its snapshot) and snapshot events (a protected snapshot
-// queues itself).
+	"github.com/tether-csi/tether/pkg/provisioner/worker"
+)
 
 // SnapshotProtectionOptions configure the snapshot protection controller.
 type SnapshotProtectionOptions struct {
 	// Client lists a snapshot's restores on the API server before it is
 	// released (usedOnServer).
-	Client         kubernetes.Interface
+	Client kubernetes.Interface
+	// SnapshotClient removes the finalizer.
 	SnapshotClient snapclientset.Interface
 	// Claims is the shared claim informer; an index of restores by
 	// snapshot is added to it, so it must not have been started yet.
 	Claims cache.SharedIndexInformer
 	// Snapshots is a VolumeSnapshot informer.
 	Snapshots cache.SharedIndexInformer
-	// RateLimiter paces retries of failed writes.
+	// Queue is the work queue of snapshot keys (namespace/name) that the
+	// informers' events feed and Reconcile works off; nil makes one paced
+	// by RateLimiter.
+	Queue workqueue.TypedRateLimitingInterface[string]
+	// RateLimiter paces retries of failed writes; it is required when
+	// Queue is nil.
 	RateLimiter workqueue.TypedRateLimiter[string]
 }
 
@@ -53,19 +51,26 @@ type SnapshotProtectionOptions struct {
 type SnapshotProtection struct {
 	o        SnapshotProtectionOptions
 	restores *sourceUsers
-	queue    workqueue.TypedRateLimitingInterface[string] // restores.queue
+	queue    workqueue.TypedRateLimitingInterface[string]
 }
 
-// NewSnapshotProtection wires the controller to the informers.
+// NewSnapshotProtection wires the controller to the informers. Every
+// event of a restore's claim queues its snapshot; every add or update of
+// a snapshot that holds FinalizerSnapshotSource queues that snapshot.
 func NewSnapshotProtection(o SnapshotProtectionOptions) (*SnapshotProtection, error) {
-	if o.Client == nil || o.SnapshotClient == nil || o.Claims == nil || o.Snapshots == nil || o.RateLimiter == nil {
-		return nil, errors.New("snapshot protection: a client, a snapshot client, the claim and snapshot informers and a rate limiter are required")
+	if o.Client == nil || o.SnapshotClient == nil || o.Claims == nil || o.Snapshots == nil || (o.Queue == nil && o.RateLimiter == nil) {
+		return nil, errors.New("snapshot protection: a client, a snapshot client, the claim and snapshot informers and a queue or a rate limiter are required")
 	}
-	restores, err := newSourceUsers(o.Claims, "tether-snapshot-source", "snapshot-protection", o.RateLimiter, SnapshotSourceName)
+	queue := o.Queue
+	if queue == nil {
+		queue = workqueue.NewTypedRateLimitingQueueWithConfig(o.RateLimiter,
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "snapshot-protection"})
+	}
+	restores, err := newSourceUsers(o.Claims, "tether-snapshot-source", queue, SnapshotSourceName)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot protection: indexing claims by snapshot: %w", err)
 	}
-	c := &SnapshotProtection{o: o, restores: restores, queue: restores.queue}
+	c := &SnapshotProtection{o: o, restores: restores, queue: queue}
 	// A protected snapshot queues itself.
 	onSnapshot := func(obj any) {
 		if s, ok := obj.(*snapv1.VolumeSnapshot); ok && slices.Contains(s.Finalizers, FinalizerSnapshotSource) {
@@ -81,15 +86,20 @@ func NewSnapshotProtection(o SnapshotProtectionOptions) (*SnapshotProtection, er
 	return c, nil
 }
 
-// Run works the queue until ctx ends.
+// Run works the queue with workers goroutines, each calling Reconcile,
+// until ctx ends.
 func (c *SnapshotProtection) Run(ctx context.Context, workers int) {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("snapshot-protection"))
-	worker.Run(ctx, c.queue, workers, "volumesnapshot", "Releasing a snapshot; will retry", c.sync)
+	worker.Run(ctx, c.queue, workers, "volumesnapshot", "Releasing a snapshot; will retry", c.Reconcile)
 }
 
-// sync removes the finalizer from the snapshot key when no restore from it
-// is in progress. Any change of a restore queues the snapshot again.
-func (c *SnapshotProtection) sync(ctx context.Context, key string) error {
+// Reconcile is one worker step: Run's workers call it with a key of the
+// queue, and retry the key, rate limited, when it fails. It removes
+// FinalizerSnapshotSource from the snapshot key when neither the claim
+// cache nor the API server shows a restore from it in progress
+// (RestoreInProgress). Any change of a restore queues its snapshot again.
+// A key that is not a protected snapshot of the cache needs nothing.
+func (c *SnapshotProtection) Reconcile(ctx context.Context, key string) error {
 	obj, exists, err := c.o.Snapshots.GetStore().GetByKey(key)
 	if err != nil || !exists {
 		return err
@@ -127,7 +137,8 @@ func (c *SnapshotProtection) sync(ctx context.Context, key string) error {
 }
 
 // releaseSnapshot removes FinalizerSnapshotSource from a fresh copy of the
-// snapshot (the same UID), retrying conflicts.
+// snapshot (the same UID), retrying conflicts. A snapshot that is gone
+// needs nothing.
 func releaseSnapshot(ctx context.Context, client snapclientset.Interface, snap *snapv1.VolumeSnapshot) error {
 	snaps := client.SnapshotV1().VolumeSnapshots(snap.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -147,35 +158,4 @@ func releaseSnapshot(ctx context.Context, client snapclientset.Interface, snap *
 		}
 		return err
 	})
-}
-
-// SnapshotSourceName is the name of the VolumeSnapshot a claim is restored
-// from, in its own namespace.
-func SnapshotSourceName(claim *v1.PersistentVolumeClaim) (string, bool) {
-	ds, err := request.DataSourceOf(claim)
-	if err != nil || ds.Kind != request.SnapshotSource {
-		return "", false
-	}
-	return ds.Name, true
-}
-
-// RestoreInProgress reports whether a restore from snap may still be
-// running, and names its claim. A restore is in progress as a clone is
-// (see CloneInProgress): a claim being deleted that still holds its
-// in-flight record, a live claim not bound yet (as the snapshot-controller
-// and external-provisioner's sweep count them), and a bound claim whose
-// record names another volume than its own.
-func RestoreInProgress(snap *snapv1.VolumeSnapshot, claims []*v1.PersistentVolumeClaim) (bool, string) {
-	for _, c := range claims {
-		if c.Namespace != snap.Namespace {
-			continue
-		}
-		if name, ok := SnapshotSourceName(c); !ok || name != snap.Name {
-			continue
-		}
-		if cloneBusy(c) {
-			return true, c.Name
-		}
-	}
-	return false, ""
 }
