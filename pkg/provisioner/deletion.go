@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/tether-csi/tether/pkg/nodeloss"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -16,6 +20,74 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 )
+
+// ShouldDelete takes only the PVs of this provisioner's driver and, in
+// node-deployment mode, only those on its node; never a PV whose claim the
+// binder released for node loss (its volume is left to its node's sweep).
+func (p *Provisioner) ShouldDelete(ctx context.Context, pv *v1.PersistentVolume) bool {
+	if nodeloss.Released(pv) {
+		return false
+	}
+	if pv, err := p.csiVolume(ctx, pv); err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.o.Driver.DriverName() {
+		return false
+	}
+	return p.o.Node == nil || p.onOwnNode(pv)
+}
+
+// Delete deletes a Released volume's backend volume; the library then
+// removes the PV's finalizer. For a driver with PUBLISH_UNPUBLISH_VOLUME it
+// waits while a VolumeAttachment still names the PV (waitForDetach).
+func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
+	pv, err := p.csiVolume(ctx, pv)
+	if err != nil {
+		return err
+	}
+	if pv.Spec.CSI == nil {
+		return &controller.IgnoredError{Reason: "not a CSI volume"}
+	}
+	if err := p.stillToDelete(ctx, pv); err != nil {
+		return err
+	}
+	if err := p.waitForDetach(ctx, pv); err != nil {
+		return err
+	}
+	// An empty deletion secret annotation (EP writes them on every PV) is
+	// no secret; see request.DeletionSecretRef.
+	secrets, err := p.deletionSecrets(ctx, pv)
+	if err != nil {
+		return err
+	}
+	if _, err := p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: pv.Spec.CSI.VolumeHandle, Secrets: secrets}); err != nil {
+		return fmt.Errorf("DeleteVolume %s: %w", pv.Spec.CSI.VolumeHandle, err)
+	}
+	// The library removes the PV's deletion finalizer next: a conflict
+	// there is retried alone (LibraryClient), not with this DeleteVolume.
+	p.deleted.add(pv.UID, struct{}{}, p.now())
+	klog.FromContext(ctx).V(2).Info("Volume deleted", "pv", klog.KObj(pv), "handle", pv.Spec.CSI.VolumeHandle)
+	p.changed(pv)
+	return nil
+}
+
+// stillToDelete checks on the API server's copy of a PV that its volume
+// is still to be deleted: the library decides on its cache, and an admin
+// may have patched the PV to Retain since, to keep the disk. An
+// IgnoredError makes the library leave the PV alone.
+func (p *Provisioner) stillToDelete(ctx context.Context, pv *v1.PersistentVolume) error {
+	fresh, err := p.o.Client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return &controller.IgnoredError{Reason: "the PV is gone"}
+	case err != nil:
+		return err
+	case pv.UID != "" && fresh.UID != pv.UID:
+		return &controller.IgnoredError{Reason: "the PV was replaced by another of the same name"}
+	case fresh.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete:
+		return &controller.IgnoredError{Reason: "the PV's reclaim policy is now " + string(fresh.Spec.PersistentVolumeReclaimPolicy)}
+	case nodeloss.Released(fresh):
+		return &controller.IgnoredError{Reason: "the binder released its claim for node loss: no DeleteVolume, the volume is left to its node's orphan sweep"}
+	}
+	return nil
+}
 
 // WatchDetach makes a PV whose deletion waited for a detach go back to the
 // library as soon as the last VolumeAttachment that held it is deleted.
@@ -101,7 +173,7 @@ func (p *Provisioner) deletionSecrets(ctx context.Context, pv *v1.PersistentVolu
 	if err != nil || ref == nil {
 		return nil, err
 	}
-	secrets, err := p.secret(ctx, ref)
+	secrets, err := p.readSecret(ctx, ref)
 	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 		klog.FromContext(ctx).Info("Deleting the volume without its deletion secret, which cannot be read", "pv", klog.KObj(pv),
 			"secret", klog.KRef(ref.Namespace, ref.Name), "reason", apierrors.ReasonForError(err))

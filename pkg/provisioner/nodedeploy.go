@@ -16,24 +16,6 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// NodeDeployment runs one provisioner per node, beside that node's driver
-// (external-provisioner's --node-deployment). Each provisions only claims
-// whose selected node is its own, and deletes only volumes on its node.
-type NodeDeployment struct {
-	NodeName string
-	// ImmediateBinding lets instances compete for claims of Immediate
-	// classes: after a delay between BaseDelay and MaxDelay (doubling with
-	// each failed attempt), an instance whose driver has room sets the
-	// claim's selected node to its own node; the first write wins.
-	ImmediateBinding    bool
-	BaseDelay, MaxDelay time.Duration
-}
-
-// CapacityDriver is the optional GetCapacity call.
-type CapacityDriver interface {
-	GetCapacity(context.Context, *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error)
-}
-
 // nodeShouldProvision is ShouldProvision in node-deployment mode.
 func (p *Provisioner) nodeShouldProvision(ctx context.Context, claim *v1.PersistentVolumeClaim) bool {
 	if sel := claim.Annotations[storagehelpers.AnnSelectedNode]; sel != "" {

@@ -39,7 +39,7 @@ func TestImmediateTopologyFromRegisteredNodes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := e.p.topology(newClaim(), e.class, nil)
+			got, err := e.p.topologyRequirement(newClaim(), e.class, nil)
 			if !checkErr(t, err, tt.wantErr) {
 				return
 			}
