@@ -142,8 +142,8 @@ type Facts struct {
 	// backend completely, without it, baselineListings times: it was
 	// made while this process watched the PVs.
 	Born bool
-	// Abandoned: the provisioner gave up cleaning it up.
-	Abandoned bool
+	// GaveUp: the provisioner gave up cleaning it up (it abandoned it).
+	GaveUp bool
 }
 
 // Decide is the sweep's decision for a volume nothing accounted for
@@ -154,7 +154,7 @@ type Facts struct {
 // an earlier sweep. It is pure.
 func Decide(f Facts) (Action, KeepReason) {
 	switch {
-	case f.Abandoned:
+	case f.GaveUp:
 		return ActionReport, KeptAbandoned
 	case !f.OrphanedSince.Before(f.Now):
 		return ActionWatch, KeptWatching
@@ -175,3 +175,15 @@ func Decide(f Facts) (Action, KeepReason) {
 	}
 	return ActionDelete, Deleting
 }
+
+// Policy says what the sweep does with an orphan.
+type Policy string
+
+// The policies of --orphan-policy.
+const (
+	// Report: every orphan is reported (an event, the gauge, the report
+	// list); none is deleted.
+	Report Policy = "report"
+	// Delete: as Report, and an orphan Decide allows is deleted.
+	Delete Policy = "delete"
+)

@@ -5,7 +5,6 @@ import (
 	"path"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/cache"
 	csitrans "k8s.io/csi-translation-lib"
 	"k8s.io/klog/v2"
 
@@ -110,28 +109,6 @@ func volumeKeys(logger klog.Logger, pv *v1.PersistentVolume, driver string) ([]s
 	return keys, nil
 }
 
-// pvHandler feeds the memory from the PV informer: every PV it shows, on
-// every event (a reclaim policy patched to Retain shows as an update).
-func (s *Sweeper) pvHandler(logger klog.Logger) cache.ResourceEventHandler {
-	note := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		pv, ok := obj.(*v1.PersistentVolume)
-		if !ok {
-			return
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.pvs.note(logger, pv)
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    note,
-		UpdateFunc: func(_, obj any) { note(obj) },
-		DeleteFunc: note,
-	}
-}
-
 // listingMemory is which volumes (of our names) the backend listed while
 // this process watched, and whether each was first listed after
 // baselineListings complete listings in a row without it.
@@ -175,4 +152,10 @@ func (m *listingMemory) note(ids map[string]listed) {
 func (m *listingMemory) born(id string) bool {
 	st, ok := m.volumes[id]
 	return ok && st.born
+}
+
+// listed is a listed volume of our names.
+type listed struct {
+	name string
+	mark Ownership
 }

@@ -6,121 +6,15 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
-	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 )
-
-// Policy says what the sweep does with an orphan.
-type Policy string
-
-// The policies of --orphan-policy.
-const (
-	// Report: every orphan is reported (an event, the gauge, the report
-	// list); none is deleted.
-	Report Policy = "report"
-	// Delete: as Report, and an orphan Decide allows is deleted.
-	Delete Policy = "delete"
-)
-
-// ReasonOrphanVolume is the reason of the sweep's events (a warning for
-// each orphan reported, a normal event for each one deleted), recorded on
-// the driver's CSIDriver object.
-const ReasonOrphanVolume = "OrphanVolume"
-
-// ListingDriver is the CSI driver as the sweep calls it: ListVolumes (the
-// LIST_VOLUMES capability) to find the volumes, DeleteVolume for a proven
-// orphan, and its name, which PVs and the CSIDriver object carry.
-type ListingDriver interface {
-	DriverName() string
-	ListVolumes(context.Context, *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error)
-	DeleteVolume(context.Context, *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error)
-}
-
-// PVEvents is the PV informer the sweep learns from (a
-// cache.SharedIndexInformer): it remembers every volume any PV it shows
-// names, for the life of the process.
-type PVEvents interface {
-	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
-	IsStopped() bool
-}
-
-// Options configure the orphan sweep.
-type Options struct {
-	// Driver is listed, and is the one the sweep deletes from. In a
-	// process that also provisions, it is the Provisioner's driver.
-	Driver ListingDriver
-	// Client reads the CSIDriver object (for the events) and, on the
-	// re-check before a deletion, the PV of the volume's name.
-	Client kubernetes.Interface
-	// Request is the Provisioner's request options: its volume names
-	// (VolumeNamePrefix, VolumeNameUUIDLen) tell ours from others', and
-	// Owner is this cluster's ID in the ownership mark.
-	Request request.Options
-	// Locks is the Provisioner's per-claim lock set: with whole claim
-	// UIDs in names, a deletion holds its claim's lock, so that no
-	// Provision of that claim runs meanwhile. Required: a set of its own
-	// would exclude nothing.
-	Locks  *claimlock.Set
-	Policy Policy
-	// MinAge: a volume is deleted only after it was seen orphaned this long
-	// ago, and again on a later sweep, and once more on fresh reads.
-	MinAge time.Duration
-	// Interval between sweeps.
-	Interval   time.Duration
-	Recorder   record.EventRecorder
-	Registerer prometheus.Registerer
-	// Claims and Volumes are the informer caches the sweep reads (claims
-	// first); only a candidate for deletion is read again from the API.
-	Claims  corelisters.PersistentVolumeClaimLister
-	Volumes corelisters.PersistentVolumeLister
-	// VolumeEvents is the informer behind Volumes; New adds a handler to
-	// it.
-	VolumeEvents PVEvents
-	// Clock is the sweep's time (when a volume was first seen orphaned,
-	// or abandoned); nil is time.Now.
-	Clock func() time.Time
-}
-
-// Sweeper finds backend volumes that carry our name prefix but that no PV
-// and no claim accounts for: volumes leaked by someone, made behind our
-// back, or made by another cluster on a shared backend. It reports them;
-// with the delete policy it deletes those Decide allows: this
-// cluster's, made while it watched, never named by a PV it saw.
-// external-provisioner never lists volumes, so it cannot see them.
-type Sweeper struct {
-	o     Options
-	pvReg cache.ResourceEventHandlerRegistration
-
-	mu sync.Mutex
-	// firstSeen is when each orphan of the last sweep was first seen
-	// orphaned (in a run of sweeps that all found it so).
-	firstSeen map[string]time.Time
-	pvs       *pvMemory
-	listings  listingMemory
-	abandoned map[string]abandonedVolume // by volume name
-	reports   []ReportedVolume           // of the last sweep
-
-	orphans *prometheus.GaugeVec
-	deleted prometheus.Counter
-	// hook, for tests, runs between the sweep's reads: after the claims,
-	// before the PVs.
-	hook func()
-	// now is Options.Clock, or time.Now.
-	now func() time.Time
-}
 
 // New checks the options, returns a Sweeper and starts remembering PVs
 // (a handler on VolumeEvents, its logger ctx's); Run starts the sweeps.
@@ -195,15 +89,9 @@ func (s *Sweeper) ourName() *regexp.Regexp {
 	return regexp.MustCompile(`^` + regexp.QuoteMeta(s.o.Request.VolumeNamePrefix) + `-[0-9a-f-]{8,36}$`)
 }
 
-// listed is a listed volume of our names.
-type listed struct {
-	name string
-	mark Ownership
-}
-
-// watching says why the sweep cannot trust its memory of PVs, nil when
+// pvInformerLive says why the sweep cannot trust its memory of PVs, nil when
 // it can: the informer must have shown every PV, and still run.
-func (s *Sweeper) watching() error {
+func (s *Sweeper) pvInformerLive() error {
 	if s.o.VolumeEvents.IsStopped() {
 		return errors.New("the PV informer has stopped: no sweep")
 	}
@@ -218,7 +106,7 @@ func (s *Sweeper) watching() error {
 // after it stopped.
 func (s *Sweeper) Sweep(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	if err := s.watching(); err != nil {
+	if err := s.pvInformerLive(); err != nil {
 		return err
 	}
 	all, err := s.list(ctx)
@@ -290,7 +178,7 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 func (s *Sweeper) decideLocked(id string, l listed, first, now time.Time) ReportedVolume {
 	ab, abandoned := s.abandonedOf(id, l.name)
 	action, reason := Decide(Facts{Policy: s.o.Policy, Mark: l.mark, OrphanedSince: first, Now: now, MinAge: s.o.MinAge,
-		PV: s.pvs.of(id, l.name), UnreadablePV: len(s.pvs.unreadable) > 0, Born: s.listings.born(id), Abandoned: abandoned})
+		PV: s.pvs.of(id, l.name), UnreadablePV: len(s.pvs.unreadable) > 0, Born: s.listings.born(id), GaveUp: abandoned})
 	r := ReportedVolume{VolumeID: id, Name: l.name, Mark: l.mark, Since: first, Action: action, Reason: reason}
 	r.Detail = s.fate(r, ab.reason)
 	return r
@@ -310,44 +198,6 @@ func (s *Sweeper) setGauge(reports []ReportedVolume) {
 		}
 	}
 }
-
-// fate says in an event and the report list what the sweep does with an
-// orphan and why.
-func (s *Sweeper) fate(r ReportedVolume, abandonedWhy string) string {
-	switch r.Reason {
-	case Deleting, KeptYoung:
-		return fmt.Sprintf("it carries this cluster's mark for a Delete class, was made while this provisioner watched the PVs and no PV named it: deleted once orphaned for %s", s.o.MinAge)
-	case KeptAbandoned:
-		return fmt.Sprintf("the provisioner abandoned it (%s): reported only, never deleted by the sweep", abandonedWhy)
-	case KeptReportPolicy:
-		return "reported only (--orphan-policy=report)"
-	case KeptRetainedByPV:
-		return "a PV named it with a reclaim policy other than Delete: kept (reported only)"
-	case KeptNamedByPV:
-		return "a PV named it since this provisioner started; whoever deleted the PV and not the volume may want the disk: kept (reported only)"
-	case KeptUnreadablePV:
-		return fmt.Sprintf("an in-tree PV of the plugin migrated to this driver could not be read (%s), so the sweep deletes nothing: kept (reported only)", s.pvs.unreadableOne())
-	case KeptHistoryUnknown:
-		return "it existed before this provisioner first listed the backend, so a PV it never saw may have kept it: kept (reported only)"
-	}
-	switch r.Mark {
-	case OwnedRetain:
-		return "it was made for a class that retains its volumes, so it is kept (reported only)"
-	case OtherCluster:
-		return "another cluster's mark: not deleted"
-	}
-	return fmt.Sprintf("no %s mark of this cluster: not provably ours, not deleted", request.OwnerKey)
-}
-
-// deleteOutcome is what came of a deletion.
-type deleteOutcome int
-
-const (
-	deleteFailed deleteOutcome = iota
-	deletedIt
-	accountedFor  // on the re-check's reads: no orphan
-	keptOnRecheck // the decision changed (a PV event, an abandoned volume)
-)
 
 // deleteOne re-checks one candidate on fresh reads and deletes it. With
 // whole claim UIDs in names it holds the claim's provisioning lock, so no
