@@ -1,5 +1,37 @@
-// Package provisioner is tether's CSI provisioner: the
-// sig-storage-lib-external-provisioner Provisioner that turns a claim into a
-// CreateVolume (its request built by package request) and a PV, with a
-// durable record of volumes in flight on the claim.
+// Package provisioner is tether's CSI provisioner: the Provisioner that
+// sig-storage-lib-external-provisioner v8 runs (it calls ShouldProvision,
+// Provision, ShouldDelete and Delete), and InFlight, the reconciler of the
+// in-flight record that Provision writes on a claim before its first
+// CreateVolume.
+//
+// The files are in layers; each uses only those below it:
+//   - provision.go: ShouldProvision and Provision, top to bottom: the
+//     current claim, its inputs (inputs.go), the request (package
+//     request), the record (records.Writer), the source's protection
+//     (package protect), the CreateVolume (calls.go), the PV (package
+//     request) the library saves.
+//   - deletion.go: ShouldDelete and Delete: the PV read again, the detach
+//     wait, the deletion secret, DeleteVolume.
+//   - reconcile.go: InFlight.Reconcile settles one claim's record as
+//     records.Decide says; cleanup.go carries out a clean-up (the
+//     repeated CreateVolume, the DeleteVolume, or the abandon).
+//   - nodedeploy.go: node-deployment mode (which node's claims, owning an
+//     Immediate claim). pvpatch.go: the hooks the library's client gets
+//     (libv8.Client), among them dropBeforeRelease.
+//   - inputs.go: every read of a request's input (class, data source,
+//     VolumeAttributesClass, secrets, topology), for a first CreateVolume
+//     and for a clean-up's repeat. calls.go: every CreateVolume.
+//     inflight.go: InFlight's options and wiring.
+//   - provisioner.go: Options, the Provisioner type, New.
+//   - memo.go: this process's memory per claim (hints, never the record);
+//     detach.go: the detach wait's decision and memory; answers.go: what a
+//     CreateVolume's answer means.
+//
+// What it writes: the record on claims only through records.Writer; the
+// source protections only through package protect; PVs only through the
+// library (via libv8.Client); backend volumes with CreateVolume and
+// DeleteVolume under the claim's lock (claimlock). The rooms beside it:
+// request (pure translation), records (the record's decision and writer),
+// protect, libv8, static (PVs made by hand), sweep (orphans), claimlock,
+// worker.
 package provisioner

@@ -4,25 +4,27 @@
 // them, and, under the delete policy, deletes the ones it can prove are
 // this cluster's and were never wanted by anyone.
 //
-// The files:
+// The files, each using only those below it in this list but the last:
 //
-//   - sweeper.go: the Sweeper, its Options and New; Run (a sweep every
-//     Interval) and Sweep (one sweep: list, account, decide, report,
-//     re-check and delete).
+//   - sweeper.go: New; Run (a sweep every Interval) and Sweep (one sweep:
+//     list, account, decide, report, re-check and delete).
+//   - options.go: the Sweeper, its Options and the driver it lists.
+//   - reports.go: the Sweeper's report list (Orphans), the volumes the
+//     provisioner abandoned (Abandoned), each orphan's fate in words, and
+//     the PV informer's handler.
 //   - account.go: what accounts for a volume: the claims (the volume each
 //     would be provisioned under, and the one its in-flight record names)
 //     and the PVs (their names, and the handles of this driver's PVs, CSI
 //     or in-tree migrated to it), read from the informer caches claims
 //     first; and the re-check before a deletion.
 //   - decide.go: Decide, the pure decision for a volume nothing accounts
-//     for, over Facts; the ownership a volume's mark proves (Ownership),
+//     for, over Facts and the Policy; the ownership a volume's mark proves (Ownership),
 //     what PVs said of it (PVHistory), and why it is kept (KeepReason).
 //   - memory.go: what the Sweeper remembers for the life of the process:
 //     every volume a PV named (from the PV informer's events), and which
 //     volumes were already there in its first listings of the backend;
 //     and what a PV names (volumeKeys), which the accounting reads too.
-//   - report.go: the report list (Orphans, ReportedVolume) and the volumes
-//     the provisioner abandoned (Abandoned).
+//   - report.go: one entry of the report list (ReportedVolume).
 //
 // One actor, the Sweeper, with two entries: Sweep (Run's ticks, or a
 // caller's own calls) and Abandoned (the provisioner's in-flight
