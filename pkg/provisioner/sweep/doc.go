@@ -4,7 +4,7 @@
 // them, and, under the delete policy, deletes the ones it can prove are
 // this cluster's and were never wanted by anyone.
 //
-// The files, each using only those below it in this list but the last:
+// The files:
 //
 //   - sweeper.go: New; Run (a sweep every Interval) and Sweep (one sweep:
 //     list, account, decide, report, re-check and delete).
