@@ -160,13 +160,6 @@ func driverKeys(cn *storagev1.CSINode, driver string) ([]string, bool) {
 	return cn.Spec.Drivers[i].TopologyKeys, true
 }
 
-func fsTypeFor(params request.ClassParams, defaultFSType string) string {
-	if params.FSType != "" {
-		return params.FSType
-	}
-	return defaultFSType
-}
-
 // prepared is everything read and checked before CreateVolume.
 type prepared struct {
 	req        *csi.CreateVolumeRequest

@@ -110,7 +110,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	pv, err := request.BuildPV(resp, request.PVInput{
 		Name: name, Driver: p.o.Driver.DriverName(), Identity: p.o.Identity, Claim: claim,
 		ReclaimPolicy: request.ReclaimPolicy(po.StorageClass), MountOptions: po.StorageClass.MountOptions,
-		FSType: fsTypeFor(prep.params, p.o.Request.DefaultFSType), Secrets: prep.secretRefs,
+		FSType: request.FSType(prep.params, p.o.Request.DefaultFSType), Secrets: prep.secretRefs,
 	})
 	if err == nil && migrated {
 		// As external-provisioner: a migrated claim gets an in-tree PV.
