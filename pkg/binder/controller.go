@@ -279,15 +279,15 @@ func (c *Controller) Run(ctx context.Context) error {
 		logger.Info("Binder stopped before its caches synced")
 		return nil
 	}
-	c.queueFirstLists()
+	c.QueueFirstLists()
 	logger.Info("Binder started", "workers", c.opts.Workers, "volumes", c.volumes.Len(),
 		"queued", c.claimQueue.Len()+c.volumeQueue.Len())
 	c.leading.Store(true)
 	defer c.leading.Store(false)
 	done := make(chan struct{})
 	for range c.opts.Workers {
-		go c.work(ctx, "claim", c.claimQueue, c.syncClaim, done)
-		go c.work(ctx, "volume", c.volumeQueue, c.syncVolume, done)
+		go c.work(ctx, "claim", c.claimQueue, c.SyncClaim, done)
+		go c.work(ctx, "volume", c.volumeQueue, c.SyncVolume, done)
 	}
 	<-ctx.Done()
 	c.claimQueue.ShutDown()

@@ -4,10 +4,11 @@ import (
 	"context"
 )
 
-// Seams for the deterministic simulator (test/sim), which runs the
-// binder's own handlers, syncs and writer one step at a time, from caches
-// and queues it delivers itself (Options.Inputs), instead of Run's
-// informers and workers. Production code does not use them.
+// The steps Run takes: its workers call SyncClaim and SyncVolume for each
+// key of their queues, once Synced, after QueueFirstLists. The
+// deterministic simulator (test/sim) takes the same steps one at a time,
+// on caches and queues it delivers itself (Options.Inputs). NodesTracked
+// and KnowsNode let a caller observe the node-loss tracker.
 
 // Synced reports whether Run's workers would have started: what they wait
 // for (see watch) has synced.
@@ -24,10 +25,10 @@ func (c *Controller) Synced() bool {
 // Run does when the caches have synced and the workers start.
 func (c *Controller) QueueFirstLists() { c.queueFirstLists() }
 
-// SyncClaim syncs one claim (namespace/name), as a worker does.
+// SyncClaim syncs one claim (namespace/name): one worker step.
 func (c *Controller) SyncClaim(ctx context.Context, key string) error { return c.syncClaim(ctx, key) }
 
-// SyncVolume syncs one volume, as a worker does.
+// SyncVolume syncs one volume: one worker step.
 func (c *Controller) SyncVolume(ctx context.Context, name string) error {
 	return c.syncVolume(ctx, name)
 }
