@@ -50,11 +50,5 @@ func (p *Provisioner) dropBeforeRelease(ctx context.Context, pv *v1.PersistentVo
 	}
 	defer unlock()
 	klog.FromContext(ctx).V(2).Info("Settling the in-flight record before the PV's finalizer goes", "pvc", klog.KObj(claim), "pv", klog.KObj(pv))
-	if err := p.record.Drop(ctx, claim); err != nil {
-		return err
-	}
-	p.handoffs.forget(claim.UID)
-	p.secretsUsed.forget(claim.UID)
-	p.answers.forget(claim.UID)
-	return nil
+	return p.dropRecord(ctx, claim)
 }

@@ -103,13 +103,7 @@ func (r *InFlight) Reconcile(ctx context.Context, key string) error {
 			r.abandon(ctx, claim, in.Volume, gave)
 		}
 	}
-	if err := p.record.Drop(ctx, claim); err != nil {
-		return err
-	}
-	p.handoffs.forget(claim.UID)
-	p.secretsUsed.forget(claim.UID)
-	p.answers.forget(claim.UID)
-	return nil
+	return p.dropRecord(ctx, claim)
 }
 
 // input gathers what records.Decide reads about a claim. fromAPI
