@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -151,17 +150,4 @@ func (p *Provisioner) nodeName() string {
 		return ""
 	}
 	return p.o.Node.NodeName
-}
-
-// recordedElsewhere, in node-deployment mode, is the other node whose
-// provisioner holds the claim's record ("" for none): its local volume
-// must be cleaned up before this node makes one.
-func (p *Provisioner) recordedElsewhere(claim *v1.PersistentVolumeClaim) string {
-	if p.o.Node == nil || !inflight.Holds(claim) {
-		return ""
-	}
-	if node := claim.Annotations[inflight.AnnNode]; node != "" && node != p.o.Node.NodeName {
-		return node
-	}
-	return ""
 }

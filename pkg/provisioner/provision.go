@@ -8,6 +8,7 @@ import (
 	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/migration"
 	"github.com/tether-csi/tether/pkg/provisioner/protect"
+	"github.com/tether-csi/tether/pkg/provisioner/records"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -74,7 +75,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	if err != nil {
 		return nil, prepareState(err), err
 	}
-	if node := p.recordedElsewhere(claim); node != "" {
+	if node := records.ElsewhereNode(claim, p.nodeName()); node != "" {
 		return nil, controller.ProvisioningNoChange, fmt.Errorf("waiting for the provisioner of node %s to clean up the volume it may have made for the claim before it was rescheduled", node)
 	}
 	fresh := !inflight.Holds(claim)
@@ -94,6 +95,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 		// As EP: ResourceExhausted on a selected node reschedules only for a
 		// driver that takes topology; for others the node did not matter.
 		outcome := Classify(err, nodeSelected && p.o.Topology)
+		state := outcome.State()
 		logger.Info("CreateVolume failed", "volume", name, "outcome", outcome.String(), "nodeSelected", nodeSelected, "err", err)
 		// The record stays, whatever the error: this call made nothing, but
 		// an earlier one may have (it timed out, then the driver answers
@@ -105,7 +107,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 				logger.Error(rerr, "Removing the selected node")
 			}
 		}
-		return nil, outcome.State(), fmt.Errorf("CreateVolume %s: %w", name, err)
+		return nil, state, fmt.Errorf("CreateVolume %s: %w", name, err)
 	}
 	pv, err := request.BuildPV(resp, request.PVInput{
 		Name: name, Driver: p.o.Driver.DriverName(), Identity: p.o.Identity, Claim: claim,

@@ -228,3 +228,17 @@ func Node(claim *v1.PersistentVolumeClaim) string {
 	}
 	return claim.Annotations[storagehelpers.AnnSelectedNode]
 }
+
+// ElsewhereNode is, for the provisioner of node here in node-deployment
+// mode, the other node whose provisioner holds the claim's record ("" for
+// none, and always outside node-deployment mode, where here is ""): that
+// node's local volume must be cleaned up before this node makes one.
+func ElsewhereNode(claim *v1.PersistentVolumeClaim, here string) string {
+	if here == "" || !inflight.Holds(claim) {
+		return ""
+	}
+	if node := claim.Annotations[inflight.AnnNode]; node != "" && node != here {
+		return node
+	}
+	return ""
+}

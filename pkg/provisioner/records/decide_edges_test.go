@@ -128,3 +128,31 @@ func TestSettleRechecksASaveAfterAWait(t *testing.T) {
 		t.Errorf("%+v, want Requeue with a wait of a second or more", got)
 	}
 }
+
+// ElsewhereNode names another node's record only in node-deployment mode,
+// only for a claim that holds a record, and never this node.
+func TestElsewhereNode(t *testing.T) {
+	held := func(node string) *v1.PersistentVolumeClaim {
+		c := newClaim()
+		inflight.Record(c, driverNm, testVolume)
+		if node != "" {
+			c.Annotations[inflight.AnnNode] = node
+		}
+		return c
+	}
+	for _, tt := range []struct {
+		name, here string
+		claim      *v1.PersistentVolumeClaim
+		want       string
+	}{
+		{"not node mode", "", held("node-2"), ""},
+		{"no record", "node-1", newClaim(), ""},
+		{"this node's record", "node-1", held("node-1"), ""},
+		{"a record without a node", "node-1", held(""), ""},
+		{"another node's record", "node-1", held("node-2"), "node-2"},
+	} {
+		if got := ElsewhereNode(tt.claim, tt.here); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

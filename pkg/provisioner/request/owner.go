@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 )
 
 // OwnerKey is the CreateVolume parameter that marks a volume as made by
@@ -30,12 +29,4 @@ func ParseOwnerMark(mark string) (cluster string, reclaim v1.PersistentVolumeRec
 		return "", "", false
 	}
 	return c, v1.PersistentVolumeReclaimPolicy(r), true
-}
-
-// ReclaimPolicy is the policy of a class's volumes: Delete when it names none.
-func ReclaimPolicy(class *storagev1.StorageClass) v1.PersistentVolumeReclaimPolicy {
-	if class.ReclaimPolicy == nil {
-		return v1.PersistentVolumeReclaimDelete
-	}
-	return *class.ReclaimPolicy
 }

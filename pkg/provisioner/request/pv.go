@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 
+	storagev1 "k8s.io/api/storage/v1"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -165,4 +167,12 @@ func FSType(params ClassParams, defaultFSType string) string {
 		return params.FSType
 	}
 	return defaultFSType
+}
+
+// ReclaimPolicy is the policy of a class's volumes: Delete when it names none.
+func ReclaimPolicy(class *storagev1.StorageClass) v1.PersistentVolumeReclaimPolicy {
+	if class.ReclaimPolicy == nil {
+		return v1.PersistentVolumeReclaimDelete
+	}
+	return *class.ReclaimPolicy
 }
