@@ -145,7 +145,7 @@ func TestRBACCoversCode(t *testing.T) {
 // make with the libraries they ship with, by function and request; each
 // says why. The RBAC need not grant them.
 var unreachable = map[string]string{
-	"pkg/provisioner.patchVolumes.Update: update persistentvolumes": "the fallback for a library PV Update that changes " +
+	"pkg/provisioner/libv8.patchVolumes.Update: update persistentvolumes": "the fallback for a library PV Update that changes " +
 		"more than the finalizers; sig-storage-lib-external-provisioner v8 changes nothing else in its Updates (the " +
 		"protection finalizer added or removed, the finalizer removed after Delete), so FinalizerPatch sends them as " +
 		"patches, as external-provisioner's ClusterRole (no update of PVs) needs",
@@ -299,7 +299,7 @@ var knownFuncs = map[string][]cluster.APIRequest{
 }
 
 type analysis struct {
-	fn       string // the function being looked at: pkg/provisioner.patchVolumes.Update
+	fn       string // the function being looked at: pkg/provisioner/libv8.patchVolumes.Update
 	fset     *token.FileSet
 	info     *types.Info
 	kinds    map[string]schema.GroupVersionKind
