@@ -5,11 +5,15 @@
 // CreateVolume.
 //
 // The files are in layers; each uses only those below it:
-//   - provision.go: ShouldProvision and Provision, top to bottom: the
-//     current claim, its inputs (inputs.go), the request (package
-//     request), the record (records.Writer), the source's protection
-//     (package protect), the CreateVolume (calls.go), the PV (package
-//     request) the library saves.
+//   - provision.go: ShouldProvision and Provision, which reads as its
+//     steps, each in a file of its own below it: the current claim and
+//     the volume's name (provision.go); the request's inputs (inputs.go);
+//     beforecreate.go: what must hold before CreateVolume (no other
+//     node's record, the record written by records.Writer, this process's
+//     notes, the source's protection by package protect); calls.go: the
+//     CreateVolume and what its failure means; volume.go: the PV built
+//     from the answer (package request), or the unusable answer deleted;
+//     then the hand-off noted (memo.go).
 //   - deletion.go: ShouldDelete and Delete: the PV read again, the detach
 //     wait, the deletion secret, DeleteVolume.
 //   - reconcile.go: InFlight.Reconcile settles one claim's record as
@@ -20,7 +24,8 @@
 //     (libv8.Client), among them dropBeforeRelease.
 //   - inputs.go: every read of a request's input (class, data source,
 //     VolumeAttributesClass, secrets, topology), for a first CreateVolume
-//     and for a clean-up's repeat. calls.go: every CreateVolume.
+//     and for a clean-up's repeat. calls.go: every CreateVolume
+//     (Provision's, and a clean-up's repeat).
 //     inflight.go: InFlight's options and wiring.
 //   - provisioner.go: Options, the Provisioner type, New.
 //   - memo.go: this process's memory per claim (hints, never the record);

@@ -4,11 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/tether-csi/tether/pkg/inflight"
-	"github.com/tether-csi/tether/pkg/migration"
-	"github.com/tether-csi/tether/pkg/provisioner/protect"
-	"github.com/tether-csi/tether/pkg/provisioner/records"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,7 +45,11 @@ func (p *Provisioner) forDriver(claim *v1.PersistentVolumeClaim) bool {
 
 // Provision makes a volume for a claim. Before CreateVolume it records on
 // the claim (a finalizer) that a volume may exist for it; the record goes
-// once the PV is saved, or once the volume is known not to exist.
+// once the PV is saved, or once the volume is known not to exist. It reads
+// as its steps: the current claim and the volume's name (this file), the
+// request's inputs (inputs.go), the record and what else must hold before
+// CreateVolume (beforecreate.go), the call (calls.go), the PV from its
+// answer (volume.go), the hand-off noted (memo.go).
 func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOptions) (*v1.PersistentVolume, controller.ProvisioningState, error) {
 	logger := klog.FromContext(ctx).WithValues("pvc", klog.KObj(po.PVC))
 	ctx = klog.NewContext(ctx, logger)
@@ -70,65 +69,20 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
-	po.StorageClass = class
-	prep, err := p.prepare(ctx, prepareInput{Claim: claim, Class: po.StorageClass, Node: po.SelectedNode, Name: name})
+	prep, err := p.prepare(ctx, prepareInput{Claim: claim, Class: class, Node: po.SelectedNode, Name: name})
 	if err != nil {
 		return nil, prepareState(err), err
 	}
-	if node := records.ElsewhereNode(claim, p.nodeName()); node != "" {
-		return nil, controller.ProvisioningNoChange, fmt.Errorf("waiting for the provisioner of node %s to clean up the volume it may have made for the claim before it was rescheduled", node)
-	}
-	fresh := !inflight.Holds(claim)
-	if claim, err = p.record.Record(ctx, claim, name); err != nil {
+	if claim, err = p.beforeCreate(ctx, claim, name, prep); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
-	if fresh {
-		p.answers.recorded(claim.UID, p.now())
-	}
-	p.secretsUsed.remember(claim.UID, prep.req.Secrets, p.now())
-	if err := p.protect(ctx, prep.source); err != nil {
-		return nil, controller.ProvisioningNoChange, err
-	}
-	resp, err := p.createVolume(ctx, claim.UID, prep.req)
+	resp, state, err := p.create(ctx, claim, name, prep.req)
 	if err != nil {
-		_, nodeSelected := claim.Annotations[storagehelpers.AnnSelectedNode]
-		// As EP: ResourceExhausted on a selected node reschedules only for a
-		// driver that takes topology; for others the node did not matter.
-		outcome := Classify(err, nodeSelected && p.o.Topology)
-		state := outcome.State()
-		logger.Info("CreateVolume failed", "volume", name, "outcome", outcome.String(), "nodeSelected", nodeSelected, "err", err)
-		// The record stays, whatever the error: this call made nothing, but
-		// an earlier one may have (it timed out, then the driver answers
-		// AlreadyExists to a changed request, or ResourceExhausted). It goes
-		// with the claim's PV, or with the clean-up (at once, without a
-		// driver call, when every call answered final: createAnswers).
-		if outcome == Reschedule {
-			if rerr := p.record.Reschedule(ctx, claim); rerr != nil {
-				logger.Error(rerr, "Removing the selected node")
-			}
-		}
-		return nil, state, fmt.Errorf("CreateVolume %s: %w", name, err)
+		return nil, state, err
 	}
-	pv, err := request.BuildPV(resp, request.PVInput{
-		Name: name, Driver: p.o.Driver.DriverName(), Identity: p.o.Identity, Claim: claim,
-		ReclaimPolicy: request.ReclaimPolicy(po.StorageClass), MountOptions: po.StorageClass.MountOptions,
-		FSType: request.FSType(prep.params, p.o.Request.DefaultFSType), Secrets: prep.secretRefs,
-	})
-	if err == nil && migrated {
-		// As external-provisioner: a migrated claim gets an in-tree PV.
-		pv, err = migration.ToInTree(pv)
-	}
+	pv, state, err := p.volumeFor(ctx, resp, volumeInput{Claim: claim, Name: name, Class: class, Migrated: migrated, Prepared: prep})
 	if err != nil {
-		// A volume exists that we cannot describe: delete it (the in-flight
-		// record stays until the driver confirms).
-		err = fmt.Errorf("the driver's answer for %s is unusable: %w", name, err)
-		if _, derr := p.o.Driver.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.GetVolume().GetVolumeId(), Secrets: prep.req.Secrets}); derr != nil {
-			return nil, controller.ProvisioningInBackground, fmt.Errorf("%w; deleting it failed too: %v", err, derr)
-		}
-		if rerr := p.record.Drop(ctx, claim); rerr != nil {
-			logger.Error(rerr, "Removing the in-flight record")
-		}
-		return nil, controller.ProvisioningFinished, err
+		return nil, state, err
 	}
 	// The library saves the PV after this returns; the reconciler waits for
 	// that save before it takes a deleted claim's volume for unsaved.
@@ -173,18 +127,4 @@ func (p *Provisioner) nameFree(name string, claim *v1.PersistentVolumeClaim) err
 		return &controller.IgnoredError{Reason: "its PV " + name + " is saved already"}
 	}
 	return fmt.Errorf("the volume name %s is taken by a PV of another claim; use a longer --volume-name-uuid-length", name)
-}
-
-// protect puts the source's finalizer on it before CreateVolume, through
-// package protect, the one writer of the source-protection finalizers.
-func (p *Provisioner) protect(ctx context.Context, src *dataSource) error {
-	switch {
-	case src == nil:
-		return nil
-	case src.claim != nil:
-		return protect.Clone(ctx, p.o.Client, src.claim)
-	case src.snapshot != nil:
-		return protect.Snapshot(ctx, p.o.SnapshotClient, src.snapshot)
-	}
-	return nil
 }
