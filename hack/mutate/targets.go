@@ -23,9 +23,13 @@ var targets = []target{
 	{Dir: "pkg/nodeloss", Files: []string{"decide.go", "nodeloss.go", "pin.go", "tracker.go"}},
 	{Dir: "pkg/binder", Files: []string{"decide_claim.go", "decide_volume.go", "match.go", "settled.go"}},
 	{Dir: "pkg/provisioner/records", Files: []string{"decide.go"}}, // Decide and what it reads
-	{Dir: "pkg/provisioner/static", Files: []string{"decide.go"}},  // Decide
+	{Dir: "pkg/provisioner/static", Files: []string{
+		"decide.go",    // Decide
+		"reclaimer.go", // what carries Decide out: the finalizer's removal
+	}},
 	{Dir: "pkg/provisioner", Files: []string{
-		"detach.go", // decideDetach
+		"detach.go",            // decideDetach
+		"dropbeforerelease.go", // recordedVolume, dropBeforeRelease
 	}},
 	{Dir: "pkg/provisioner/sweep", Files: []string{
 		"decide.go", // the sweep's Decide
