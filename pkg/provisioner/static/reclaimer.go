@@ -62,9 +62,8 @@ func New(o Options) (*Reclaimer, error) {
 			s.queue.Add(pv.Name)
 		}
 	}
-	if _, err := o.Volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: add, UpdateFunc: func(_, obj any) { add(obj) },
-	}); err != nil {
+	handler := cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, obj any) { add(obj) }}
+	if _, err := o.Volumes.AddEventHandler(handler); err != nil {
 		return nil, err
 	}
 	return s, nil
