@@ -120,8 +120,13 @@ func (w *Writer) bind(ctx context.Context, claim *v1.PersistentVolumeClaim, pv *
 		metav1.SetMetaDataAnnotation(&c.ObjectMeta, storagehelpers.AnnBindCompleted, "yes")
 		// The provisioner's in-flight record goes in the same write: the
 		// PV that tracks the claim's volume is saved (saves it a write).
-		if !w.keepRecords {
-			inflight.Settle(c, pv)
+		// A record of a format this binder does not read stays, for a
+		// provisioner that reads it (docs/upgrade.md).
+		if !w.keepRecords && !inflight.Settle(c, pv) && inflight.Unread(c) {
+			format := c.Annotations[inflight.AnnFormat]
+			w.Recorder.Eventf(claim, v1.EventTypeWarning, "InFlightRecordUnread",
+				"left the claim's in-flight record as it is: its format %q is not one this binder reads (1 to %d); a provisioner that reads it drops it (docs/upgrade.md)", format, inflight.FormatRead)
+			w.Metrics.observeUnreadRecord()
 		}
 		var err error
 		if claim, err = w.writeClaim(ctx, claim, c, false); err != nil {

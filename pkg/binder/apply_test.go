@@ -1,7 +1,10 @@
 package binder
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
@@ -22,14 +25,20 @@ func TestBindSettlesInFlightRecord(t *testing.T) {
 		name       string
 		pvName     string
 		driver     string
+		format     string // the record's format annotation, "" for none
 		wantRecord bool
 	}{
-		{"the PV the record names", "pvc-uid-1", "csi.tether.dev", false},
+		{"the PV the record names", "pvc-uid-1", "csi.tether.dev", "", false},
+		{"the PV the record names, format 1 named", "pvc-uid-1", "csi.tether.dev", "1", false},
+		// docs/upgrade.md: a record of a format this binder does not read
+		// is left for a provisioner that reads it; the claim is bound.
+		{"the PV the record names, a newer release's format", "pvc-uid-1", "csi.tether.dev", "2", true},
+		{"the PV the record names, a format that is no number", "pvc-uid-1", "csi.tether.dev", "two", true},
 		// Defect 3 of issue 12: any provisioned PV bound to the claim's UID
 		// dropped the record, while the claim's own CreateVolume was still
 		// running; its volume was then tracked by nothing.
-		{"another provisioned PV pre-bound to the claim", "pvc-recycled", "csi.tether.dev", true},
-		{"a PV of the name from another driver", "pvc-uid-1", "other.csi", true},
+		{"another provisioned PV pre-bound to the claim", "pvc-recycled", "csi.tether.dev", "", true},
+		{"a PV of the name from another driver", "pvc-uid-1", "other.csi", "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,10 +54,14 @@ func TestBindSettlesInFlightRecord(t *testing.T) {
 					PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: tt.driver, VolumeHandle: "h"}}},
 			}
 			inflight.Record(claim, "csi.tether.dev", "pvc-uid-1")
+			if tt.format != "" {
+				claim.Annotations[inflight.AnnFormat] = tt.format
+			}
 			client := fake.NewClientset(claim, pv)
 			claims, volumes := NewStore[*v1.PersistentVolumeClaim](), NewIndex()
-			w := &Writer{Client: client, Recorder: record.NewFakeRecorder(10), Volumes: volumes, Claims: claims,
-				Metrics: NewMetrics(prometheus.NewRegistry(), volumes, claims)}
+			recorder := record.NewFakeRecorder(10)
+			metrics := NewMetrics(prometheus.NewRegistry(), volumes, claims)
+			w := &Writer{Client: client, Recorder: recorder, Volumes: volumes, Claims: claims, Metrics: metrics}
 			if err := w.ApplyClaim(t.Context(), claim, ClaimDecision{Op: ClaimBind, Volume: pv}); err != nil {
 				t.Fatal(err)
 			}
@@ -64,6 +77,20 @@ func TestBindSettlesInFlightRecord(t *testing.T) {
 			}
 			if len(got.Finalizers) == 0 || got.Finalizers[0] != "kubernetes.io/pvc-protection" {
 				t.Errorf("other finalizers lost: %v", got.Finalizers)
+			}
+			_, read := inflight.Format(claim)
+			if got.Annotations[inflight.AnnFormat] != claim.Annotations[inflight.AnnFormat] && !read {
+				t.Errorf("the unread record's format changed: %q", got.Annotations[inflight.AnnFormat])
+			}
+			wantUnread := 0.0
+			if !read {
+				wantUnread = 1
+				if len(recorder.Events) != 1 || !strings.Contains(<-recorder.Events, "InFlightRecordUnread") {
+					t.Error("no InFlightRecordUnread event")
+				}
+			}
+			if got := testutil.ToFloat64(metrics.unread); got != wantUnread {
+				t.Errorf("tether_binder_inflight_records_unread_total %v, want %v", got, wantUnread)
 			}
 		})
 	}

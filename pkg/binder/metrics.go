@@ -14,6 +14,7 @@ import (
 type Metrics struct {
 	operations *prometheus.HistogramVec
 	bindTime   prometheus.Histogram
+	unread     prometheus.Counter
 	collector  *countCollector
 }
 
@@ -31,10 +32,14 @@ func NewMetrics(reg prometheus.Registerer, volumes *Index, claims *Store[*v1.Per
 			Help:    "Time from a claim's creation to its binding by this binder.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
 		}),
+		unread: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tether_binder_inflight_records_unread_total",
+			Help: "Bind writes that left a claim's in-flight record as it was, because its format is one this binder does not read (docs/upgrade.md).",
+		}),
 		collector: &countCollector{volumes: volumes, claims: claims},
 	}
 	if reg != nil {
-		reg.MustRegister(m.operations, m.bindTime, m.collector)
+		reg.MustRegister(m.operations, m.bindTime, m.unread, m.collector)
 	}
 	return m
 }
@@ -48,6 +53,12 @@ func (m *Metrics) observe(op string, start time.Time, err error) {
 		result = "error"
 	}
 	m.operations.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
+}
+
+func (m *Metrics) observeUnreadRecord() {
+	if m != nil {
+		m.unread.Inc()
+	}
 }
 
 func (m *Metrics) observeBound(claim *v1.PersistentVolumeClaim) {

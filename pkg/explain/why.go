@@ -286,6 +286,10 @@ func (w *world) holders() []Holder {
 		case inflight.Finalizer:
 			driver, name, _ := inflight.Volume(w.claim)
 			h.Why = fmt.Sprintf("tether's provisioner for %q may still be creating volume %q; it removes the record once that volume is deleted or its PV saved", driver, name)
+			if inflight.Unread(w.claim) {
+				h.Why = fmt.Sprintf("tether's in-flight record for %q, of format %q, which this kubectl-tether does not read (it reads 1 to %d): a provisioner that reads it settles it, one that does not leaves it; see docs/upgrade.md",
+					driver, w.claim.Annotations[inflight.AnnFormat], inflight.FormatRead)
+			}
 		case FinalizerCloneSource:
 			h.Why = "a clone of this claim is being created; the provisioner removes it once no clone is in progress"
 		default:

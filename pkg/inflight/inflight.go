@@ -12,6 +12,7 @@ package inflight
 import (
 	"maps"
 	"slices"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -47,7 +48,7 @@ const (
 )
 
 // recordAnnotations are every annotation the record writes.
-var recordAnnotations = []string{AnnVolume, AnnDriver, AnnNode, AnnSource, AnnSnapshot}
+var recordAnnotations = []string{AnnVolume, AnnDriver, AnnNode, AnnFormat, AnnSource, AnnSnapshot}
 
 // Holds reports whether a claim carries the record.
 func Holds(claim *v1.PersistentVolumeClaim) bool {
@@ -55,10 +56,12 @@ func Holds(claim *v1.PersistentVolumeClaim) bool {
 }
 
 // Record adds the record for the volume name of driver to claim, in place
-// (call it on a copy that is about to be written). It reports whether the
-// claim changed.
+// (call it on a copy that is about to be written), in FormatWritten. It
+// reports whether the claim changed. A record of the same volume in a
+// format this version reads is left as it is; the caller must not call it
+// on a record it does not read (Unread).
 func Record(claim *v1.PersistentVolumeClaim, driver, name string) bool {
-	if Holds(claim) && claim.Annotations[AnnVolume] == name && claim.Annotations[AnnDriver] == driver {
+	if _, read := Format(claim); read && Holds(claim) && claim.Annotations[AnnVolume] == name && claim.Annotations[AnnDriver] == driver {
 		return false
 	}
 	if !Holds(claim) {
@@ -68,6 +71,7 @@ func Record(claim *v1.PersistentVolumeClaim, driver, name string) bool {
 		claim.Annotations = map[string]string{}
 	}
 	claim.Annotations[AnnVolume], claim.Annotations[AnnDriver] = name, driver
+	claim.Annotations[AnnFormat] = strconv.Itoa(FormatWritten)
 	return true
 }
 
@@ -81,10 +85,11 @@ func Volume(claim *v1.PersistentVolumeClaim) (driver, name string, ok bool) {
 
 // Tracks reports whether pv is the volume the claim's record is for: the
 // same name and driver, pre-bound to this claim. Then the backend volume
-// made for the claim is tracked by a saved PV.
+// made for the claim is tracked by a saved PV. A record of a format this
+// version does not read is never tracked.
 func Tracks(pv *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) bool {
 	driver, name, ok := Volume(claim)
-	return ok && pv != nil && pv.Name == name && pv.Spec.CSI != nil && pv.Spec.CSI.Driver == driver &&
+	return ok && !Unread(claim) && pv != nil && pv.Name == name && pv.Spec.CSI != nil && pv.Spec.CSI.Driver == driver &&
 		pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == claim.UID
 }
 

@@ -26,7 +26,9 @@ func (p *Provisioner) recordedVolume(claim *v1.PersistentVolumeClaim) string {
 // the claim's deletion find the volume again and delete it. The claim is
 // read from the API server; a record that is not this claim's for this
 // very PV is left alone. A claim whose clean-up or provisioning is under
-// way is busy: the error keeps the finalizer, and the library retries.
+// way is busy, and a record of a format this provisioner does not read
+// is not its to drop: the error keeps the finalizer, and the library
+// retries.
 func (p *Provisioner) dropBeforeRelease(ctx context.Context, pv *v1.PersistentVolume) error {
 	ref := pv.Spec.ClaimRef
 	if ref == nil || ref.UID == "" {
@@ -43,6 +45,12 @@ func (p *Provisioner) dropBeforeRelease(ctx context.Context, pv *v1.PersistentVo
 	}
 	if driver, _, ok := inflight.Volume(claim); ok && driver != p.o.Driver.DriverName() {
 		return nil
+	}
+	if inflight.Unread(claim) {
+		// Released with the record left, the PV could go (Retain) while a
+		// provisioner that reads the record takes its volume for unsaved.
+		return fmt.Errorf("claim %s/%s holds an in-flight record of format %q, which this provisioner does not read: PV %s keeps its finalizer until a provisioner that reads it settles the record (docs/upgrade.md)",
+			ref.Namespace, ref.Name, claim.Annotations[inflight.AnnFormat], pv.Name)
 	}
 	unlock, ok := p.locks.TryLock(string(claim.UID))
 	if !ok {

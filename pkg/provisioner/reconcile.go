@@ -76,6 +76,13 @@ func (r *InFlight) Reconcile(ctx context.Context, key string) error {
 	switch step.Op {
 	case records.Keep:
 		return nil
+	case records.Leave:
+		if owner, _ := records.OwnerOf(claim, p.nodeName()); owner == records.OwnedHere {
+			r.o.Recorder.Eventf(claim, v1.EventTypeWarning, "InFlightRecordUnread",
+				"left the claim's in-flight record as it is: its format %q is not one this provisioner reads (1 to %d); a provisioner that reads it settles it (docs/upgrade.md)",
+				claim.Annotations[inflight.AnnFormat], inflight.FormatRead)
+		}
+		return nil
 	case records.Requeue:
 		r.queue.AddAfter(key, step.Wait)
 		return nil

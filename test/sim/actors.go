@@ -139,6 +139,53 @@ func (w *World) tenantStrip() string {
 	return fmt.Sprintf("tenant: strip the record of %s/%s", c.Namespace, c.Name)
 }
 
+// tenantFormat writes the format annotation of the in-flight record on one
+// of the tenant's claims that holds one, live or being deleted: a format
+// no reader reads, a value that is no number, format 1, or none. Every
+// reader leaves a record it does not read as it is (docs/upgrade.md), so
+// this can hold only the tenant's own claim, which repair (the tenant
+// reading the event) releases once the actors stop.
+func (w *World) tenantFormat() string {
+	var cs []*v1.PersistentVolumeClaim
+	for _, c := range w.api.claims() {
+		if inflight.Holds(c) {
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) == 0 {
+		return "tenant: no record to give a format"
+	}
+	c := pick(w, cs).DeepCopy()
+	value := pick(w, []string{"2", "x", "1", ""})
+	if value == "" {
+		delete(c.Annotations, inflight.AnnFormat)
+	} else {
+		metav1.SetMetaDataAnnotation(&c.ObjectMeta, inflight.AnnFormat, value)
+	}
+	if _, err := w.api.Update(c, false); err != nil {
+		return fmt.Sprintf("tenant: format %q on %s/%s: %v", value, c.Namespace, c.Name, err)
+	}
+	if inflight.Unread(c) {
+		w.unreadWritten++
+	}
+	return fmt.Sprintf("tenant: format %q on the record of %s/%s", value, c.Namespace, c.Name)
+}
+
+// unformat is the tenant reading the InFlightRecordUnread events: it
+// removes every format annotation no reader reads.
+func (w *World) unformat() {
+	for _, c := range w.api.claims() {
+		if inflight.Unread(c) {
+			if c.DeletionTimestamp != nil {
+				w.unreadHeld++
+			}
+			c = c.DeepCopy()
+			delete(c.Annotations, inflight.AnnFormat)
+			_, _ = w.api.Update(c, false)
+		}
+	}
+}
+
 func (w *World) tenantDeleteNamespace() string {
 	nss := w.liveNamespaces()
 	if len(nss) <= 1 {

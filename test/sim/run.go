@@ -240,6 +240,7 @@ func (w *World) options(settling bool) []option {
 	actor("clone", 2, w.tenantClone)
 	actor("forge", 1, w.tenantForge)
 	actor("strip", 1, w.tenantStrip)
+	actor("format", 1, w.tenantFormat)
 	actor("delete-namespace", 1, w.tenantDeleteNamespace)
 	if len(w.liveNamespaces()) < 3 {
 		actor("create-namespace", 1, w.tenantNamespace)
@@ -385,8 +386,10 @@ func (w *World) sweep(p *provProc) string {
 
 // repair undoes the admin's moves that would leave claims waiting for
 // ever, once the actors stop: deleted classes and nodes come back (lost
-// ones with their disks), and every volume is detached.
+// ones with their disks), and every volume is detached; and the tenant's
+// record formats that no reader reads go.
 func (w *World) repair() {
+	w.unformat()
 	w.detachAll()
 	for _, n := range w.lostNodes() {
 		w.returnNode(n)

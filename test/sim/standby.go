@@ -41,6 +41,8 @@ func (w *World) counts() map[string]int {
 	c["binder failovers with caches behind"] = w.failoversBehind
 	c["CreateVolume refused"] = w.refusedCreates
 	c["classes deleted with their claims"] = w.classesWithClaims
+	c["record formats no reader reads, written"] = w.unreadWritten
+	c["deleted claims held by such a format until repair"] = w.unreadHeld
 	w.snapshotCounts(c)
 	return c
 }

@@ -22,6 +22,7 @@ var writers = []writer{
 	{"tenant", "PersistentVolumeClaim", "spec.dataSource (a clone of a claim, its own or another's)", "clone"},
 	{"tenant", "PersistentVolumeClaim", "metadata.annotations and finalizers: a forged in-flight record", "forge"},
 	{"tenant", "PersistentVolumeClaim", "metadata.finalizers: the record removed", "strip"},
+	{"tenant", "PersistentVolumeClaim", "metadata.annotations[provisioner.tether.dev/in-flight-format]: a format no reader reads, no number, 1, or none, also while the claim is deleted", "format"},
 	{"tenant", "Namespace", "create", "create-namespace"},
 	{"tenant", "Namespace", "delete (with everything in it)", "delete-namespace"},
 	{"admin", "VolumeAttributesClass", "parameters (deleted and made again)", "edit-vac"},

@@ -89,12 +89,13 @@ func claimOf(obj any) *v1.PersistentVolumeClaim {
 // makingVolume reports whether a claim made from a source (a clone or a
 // restore) may still be making its volume from it: being deleted while it
 // holds its in-flight record, live and not bound yet, or bound while its
-// record names another volume than the one it is bound to.
+// record names another volume than the one it is bound to, or is of a
+// format this provisioner does not read (inflight.Unread).
 func makingVolume(c *v1.PersistentVolumeClaim) bool {
 	switch {
 	case c.DeletionTimestamp != nil:
 		return inflight.Holds(c)
-	case c.Spec.VolumeName == "":
+	case c.Spec.VolumeName == "", inflight.Unread(c):
 		return true
 	case inflight.Holds(c):
 		_, name, ok := inflight.Volume(c)

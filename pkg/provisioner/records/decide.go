@@ -39,6 +39,10 @@ const (
 	// the node-loss grace: no provisioner can reach its local volume, and
 	// none is asked to (if the node comes back, its sweep reports it).
 	DropNodeGone
+	// Leave leaves a record of a format this provisioner does not read
+	// (inflight.Unread) as it is, and reports it: neither dropped nor
+	// cleaned up on its word (docs/upgrade.md).
+	Leave
 )
 
 // Owner says which provisioner a record belongs to.
@@ -113,6 +117,9 @@ const SaveRecheck = 5 * time.Second
 // answered that it made no volume.
 func Decide(in Input) Step {
 	claim, pv := in.Claim, in.PV
+	if inflight.Unread(claim) {
+		return Step{Op: Leave}
+	}
 	deleting := claim.DeletionTimestamp != nil
 	if pv != nil {
 		if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != claim.UID {

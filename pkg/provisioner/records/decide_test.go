@@ -65,6 +65,15 @@ func TestDecideSettle(t *testing.T) {
 		{"every CreateVolume answered final, claim lives: the record stays for the library's retry", newClaim(noneMade), nil, 0, OwnedHere, false, false, Step{Op: Keep}},
 		{"every CreateVolume answered final, claim deleted, a PV of the name for another claim: tracked, forgotten", newClaim(deleted, noneMade), pv("other", 0), 0, OwnedHere, false, false, Step{Op: Drop}},
 		{"node mode: every CreateVolume answered final here, another node's record: left to that node", newClaim(deleted, noneMade), nil, 0, OwnedElsewhere, false, false, Step{Op: Keep}},
+		// A record of a format this provisioner does not read
+		// (docs/upgrade.md): left as it is, whatever else holds.
+		{"unread format, claim deleted, no PV: left, never cleaned up on its word", newClaim(deleted, recordOf("2")), nil, 0, OwnedHere, false, false, Step{Op: Leave}},
+		{"unread format, claim deleted, every call answered final: left", newClaim(deleted, noneMade, recordOf("2")), nil, 0, OwnedHere, false, false, Step{Op: Leave}},
+		{"unread format, saved PV: left to a provisioner that reads it", newClaim(recordOf("3")), pv(own, BinderGrace), 0, OwnedHere, false, false, Step{Op: Leave}},
+		{"unread format, PV of the name for another claim: left", newClaim(deleted, recordOf("2")), pv("other", 0), 0, OwnedHere, false, false, Step{Op: Leave}},
+		{"unread format, claim bound to another volume: left", newClaim(boundTo("pvc-recycled"), recordOf("x")), nil, 0, OwnedHere, false, false, Step{Op: Leave}},
+		{"unread format, another node's lost node: left", newClaim(deleted, recordOf("2")), nil, 0, OwnedElsewhere, false, true, Step{Op: Leave}},
+		{"format 1 named: read as before", newClaim(deleted, recordOf("1")), nil, 0, OwnedHere, false, false, Step{Op: CleanUp}},
 	}
 	// The node lost for less than the grace: looked at again when it ends.
 	lostFor := Input{Claim: newClaim(deleted), Volume: testVolume, Owner: OwnedElsewhere, NodeWait: time.Minute, Now: now}

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"github.com/tether-csi/tether/pkg/inflight"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,15 @@ func newClaim(opts ...claimOpt) *v1.PersistentVolumeClaim {
 		o(c)
 	}
 	return c
+}
+
+// recordOf gives the claim the record's finalizer and a format annotation
+// of value f.
+func recordOf(f string) claimOpt {
+	return func(c *v1.PersistentVolumeClaim) {
+		c.Finalizers = append(c.Finalizers, inflight.Finalizer)
+		metav1.SetMetaDataAnnotation(&c.ObjectMeta, inflight.AnnFormat, f)
+	}
 }
 
 func claimAnn(k, v string) claimOpt {

@@ -22,6 +22,8 @@ var (
 		"Claims that carry this provisioner's in-flight record: a volume may exist for them that no PV tracks yet.", nil, nil)
 	inFlightOldestDesc = prometheus.NewDesc("tether_provisioner_inflight_oldest_record_age_seconds",
 		"Time since this process first saw the oldest of its in-flight records (0 with none); a restart starts counting again.", nil, nil)
+	inFlightUnreadDesc = prometheus.NewDesc("tether_provisioner_inflight_records_unread",
+		"Of those records, the ones of a format this provisioner does not read: left as they are for a provisioner that reads them (docs/upgrade.md).", nil, nil)
 )
 
 // ownsRecord reports whether a claim carries an in-flight record that a
@@ -56,14 +58,15 @@ type Metrics struct {
 	driver, node string
 	now          func() time.Time
 
-	mu    sync.Mutex
-	since map[types.UID]time.Time // the records this process has seen, by claim
+	mu     sync.Mutex
+	since  map[types.UID]time.Time // the records this process has seen, by claim
+	unread map[types.UID]bool      // those of a format it does not read
 }
 
 // RegisterMetrics registers the in-flight gauges on reg, fed by the
 // claim informer, for driver and, in node-deployment mode, node.
 func RegisterMetrics(reg prometheus.Registerer, claims cache.SharedIndexInformer, driver, node string) (*Metrics, error) {
-	m := &Metrics{driver: driver, node: node, now: time.Now, since: map[types.UID]time.Time{}}
+	m := &Metrics{driver: driver, node: node, now: time.Now, since: map[types.UID]time.Time{}, unread: map[types.UID]bool{}}
 	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    m.observe,
 		UpdateFunc: func(_, obj any) { m.observe(obj) },
@@ -86,7 +89,13 @@ func (m *Metrics) observe(obj any) {
 	defer m.mu.Unlock()
 	if !ownsRecord(claim, m.driver, m.node) {
 		delete(m.since, claim.UID)
+		delete(m.unread, claim.UID)
 		return
+	}
+	if inflight.Unread(claim) {
+		m.unread[claim.UID] = true
+	} else {
+		delete(m.unread, claim.UID)
 	}
 	if _, seen := m.since[claim.UID]; !seen {
 		m.since[claim.UID] = m.now()
@@ -100,6 +109,7 @@ func (m *Metrics) forget(obj any) {
 	if claim, ok := obj.(*v1.PersistentVolumeClaim); ok {
 		m.mu.Lock()
 		delete(m.since, claim.UID)
+		delete(m.unread, claim.UID)
 		m.mu.Unlock()
 	}
 }
@@ -108,12 +118,13 @@ func (m *Metrics) forget(obj any) {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- inFlightRecordsDesc
 	ch <- inFlightOldestDesc
+	ch <- inFlightUnreadDesc
 }
 
 // Collect is prometheus.Collector's.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
-	n := len(m.since)
+	n, unread := len(m.since), len(m.unread)
 	oldest, ok := oldestSince(m.since)
 	m.mu.Unlock()
 	age := 0.0
@@ -122,4 +133,5 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(inFlightRecordsDesc, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(inFlightOldestDesc, prometheus.GaugeValue, age)
+	ch <- prometheus.MustNewConstMetric(inFlightUnreadDesc, prometheus.GaugeValue, float64(unread))
 }

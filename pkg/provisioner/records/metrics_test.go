@@ -1,6 +1,7 @@
 package records
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func TestOldestSince(t *testing.T) {
 // and reads the gauges as a scrape would.
 func TestInFlightMetrics(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	m := &Metrics{driver: "d", node: "n1", now: func() time.Time { return now }, since: map[types.UID]time.Time{}}
+	m := &Metrics{driver: "d", node: "n1", now: func() time.Time { return now }, since: map[types.UID]time.Time{}, unread: map[types.UID]bool{}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 	check := func(step string, want string) {
@@ -81,15 +82,19 @@ func TestInFlightMetrics(t *testing.T) {
 			t.Errorf("%s: %v", step, err)
 		}
 	}
-	gauges := func(n int, age string) string {
+	gaugesUnread := func(n int, age string, unread int) string {
 		return `
 # HELP tether_provisioner_inflight_oldest_record_age_seconds Time since this process first saw the oldest of its in-flight records (0 with none); a restart starts counting again.
 # TYPE tether_provisioner_inflight_oldest_record_age_seconds gauge
 tether_provisioner_inflight_oldest_record_age_seconds ` + age + `
 # HELP tether_provisioner_inflight_records Claims that carry this provisioner's in-flight record: a volume may exist for them that no PV tracks yet.
 # TYPE tether_provisioner_inflight_records gauge
-tether_provisioner_inflight_records ` + string(rune('0'+n)) + "\n"
+tether_provisioner_inflight_records ` + strconv.Itoa(n) + `
+# HELP tether_provisioner_inflight_records_unread Of those records, the ones of a format this provisioner does not read: left as they are for a provisioner that reads them (docs/upgrade.md).
+# TYPE tether_provisioner_inflight_records_unread gauge
+tether_provisioner_inflight_records_unread ` + strconv.Itoa(unread) + "\n"
 	}
+	gauges := func(n int, age string) string { return gaugesUnread(n, age, 0) }
 	check("none", gauges(0, "0"))
 
 	m.observe(recordClaim("a", "d", "n1"))
@@ -109,4 +114,23 @@ tether_provisioner_inflight_records ` + string(rune('0'+n)) + "\n"
 
 	m.forget(cache.DeletedFinalStateUnknown{Key: "ns/b", Obj: recordClaim("b", "d", "n1")})
 	check("b deleted", gauges(0, "0"))
+
+	// A record of a format this provisioner does not read counts among
+	// its records, and apart; read again in a format it reads, no more.
+	newer := recordClaim("e", "d", "n1")
+	newer.Annotations[inflight.AnnFormat] = "2"
+	m.observe(newer)
+	m.observe(func() *v1.PersistentVolumeClaim {
+		c := recordClaim("f", "d", "n2")
+		c.Annotations[inflight.AnnFormat] = "2"
+		return c
+	}()) // another node's
+	check("an unread record", gaugesUnread(1, "0", 1))
+	m.observe(recordClaim("e", "d", "n1"))
+	check("read again", gaugesUnread(1, "0", 0))
+	newer = recordClaim("e", "d", "n1")
+	newer.Annotations[inflight.AnnFormat] = "x"
+	m.observe(newer)
+	m.forget(newer)
+	check("an unread record deleted", gauges(0, "0"))
 }

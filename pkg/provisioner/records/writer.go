@@ -27,13 +27,25 @@ type Writer struct {
 	Driver, Node string
 }
 
+// UnreadError: the claim holds a record of a format this provisioner does
+// not read; it is left as it is (docs/upgrade.md).
+type UnreadError struct{ Format string }
+
+func (e UnreadError) Error() string {
+	return fmt.Sprintf("the claim's in-flight record is of format %q, which this provisioner does not read (it reads 1 to %d): left as it is for a provisioner that reads it (docs/upgrade.md)", e.Format, inflight.FormatRead)
+}
+
 // Record adds the record for the claim's volume (name) and, in
 // node-deployment mode, this node. The write carries the resourceVersion
 // of the claim the decision was made on, so a claim that changed meanwhile
 // (deleted, or bound elsewhere) fails it with a conflict and the library
 // tries again on the fresh claim: no extra read is needed (and no
-// finalizer can be added to a claim being deleted).
+// finalizer can be added to a claim being deleted). A record of a format
+// this provisioner does not read is never written over: UnreadError.
 func (w *Writer) Record(ctx context.Context, claim *v1.PersistentVolumeClaim, name string) (*v1.PersistentVolumeClaim, error) {
+	if inflight.Unread(claim) {
+		return nil, UnreadError{Format: claim.Annotations[inflight.AnnFormat]}
+	}
 	c := claim.DeepCopy()
 	changed := inflight.Record(c, w.Driver, name)
 	if w.Node != "" && c.Annotations[inflight.AnnNode] != w.Node {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-csi/tether/pkg/inflight"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -203,7 +204,11 @@ func TestListingMemory(t *testing.T) {
 
 func TestAccounting(t *testing.T) {
 	a := accounting{names: map[string]string{}, handles: map[string]string{}}
-	a.accountClaims([]*v1.PersistentVolumeClaim{sweepClaim("a", uidA, ""), sweepClaim("b", uidB, "pvc-renamed")},
+	// A record of a format this provisioner does not read still accounts
+	// for the volume it names: the sweep never takes that one for an orphan.
+	newer := sweepClaim("c", "0c1b2c3d-0000-4000-8000-00000000000c", "pvc-newer")
+	newer.Annotations[inflight.AnnFormat] = "2"
+	a.accountClaims([]*v1.PersistentVolumeClaim{sweepClaim("a", uidA, ""), sweepClaim("b", uidB, "pvc-renamed"), newer},
 		request.Options{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: 8})
 	a.accountVolumes(ktesting.NewLogger(t, ktesting.NewConfig()), []*v1.PersistentVolume{sweepPV("p1", driverNm, "h1"), sweepPV("p2", "other.csi", "h2"),
 		{ObjectMeta: metav1.ObjectMeta{Name: "nfs"}}, sweepPV("p3", driverNm, "projects/p/zones/z/disks/pvc-disk")}, driverNm)
@@ -213,6 +218,7 @@ func TestAccounting(t *testing.T) {
 	}{
 		{"x", "pvc-0a1b2c3d", true}, // claim a's name, cut to 8
 		{"x", "pvc-renamed", true},  // claim b's record
+		{"x", "pvc-newer", true},    // claim c's record, of a newer format
 		{"x", "pvc-" + uidA, false}, // the uncut name is not claim a's
 		{"h1", "x", true},
 		{"h2", "x", false}, // another driver's handle
