@@ -28,8 +28,8 @@ var targets = []target{
 		"reclaimer.go", // what carries Decide out: the finalizer's removal
 	}},
 	{Dir: "pkg/provisioner", Files: []string{
-		"detach.go",            // decideDetach
-		"dropbeforerelease.go", // recordedVolume, dropBeforeRelease
+		"detach.go", // decideDetach
+		"drop.go",   // recordedVolume, dropRecord, dropBeforeRelease
 	}},
 	{Dir: "pkg/provisioner/sweep", Files: []string{
 		"decide.go", // the sweep's Decide

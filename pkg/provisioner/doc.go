@@ -17,11 +17,14 @@
 //   - deletion.go: ShouldDelete and Delete: the PV read again, the detach
 //     wait, the deletion secret, DeleteVolume.
 //   - reconcile.go: InFlight.Reconcile settles one claim's record as
-//     records.Decide says; cleanup.go carries out a clean-up (the
-//     repeated CreateVolume, the DeleteVolume, or the abandon).
+//     records.Decide says, from what reconcileinput.go reads (the PV of
+//     the record's name, the record's owner, its node's loss); cleanup.go
+//     carries out a clean-up (the repeated CreateVolume, the
+//     DeleteVolume, or the abandon); drop.go's dropRecord drops the
+//     record and forgets this process's memory of the claim.
 //   - nodedeploy.go: node-deployment mode (which node's claims, owning an
 //     Immediate claim). pvpatch.go: the hooks the library's client gets
-//     (libv8.Client), among them dropBeforeRelease.
+//     (libv8.Client), among them dropBeforeRelease (drop.go).
 //   - inputs.go: every read of a request's input (class, data source,
 //     VolumeAttributesClass, secrets, topology), for a first CreateVolume
 //     and for a clean-up's repeat. calls.go: every CreateVolume

@@ -180,15 +180,3 @@ func (p *Provisioner) changed(pv *v1.PersistentVolume) {
 		p.o.Changed(pv)
 	}
 }
-
-// dropRecord drops a claim's in-flight record and forgets what this
-// process remembers of the claim's calls.
-func (p *Provisioner) dropRecord(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
-	if err := p.record.Drop(ctx, claim); err != nil {
-		return err
-	}
-	p.handoffs.forget(claim.UID)
-	p.secretsUsed.forget(claim.UID)
-	p.answers.forget(claim.UID)
-	return nil
-}

@@ -18,6 +18,18 @@ func (p *Provisioner) recordedVolume(claim *v1.PersistentVolumeClaim) string {
 	return records.Volume(claim, p.o.Request.VolumeNamePrefix, p.o.Request.VolumeNameUUIDLen)
 }
 
+// dropRecord drops a claim's in-flight record and forgets what this
+// process remembers of the claim's calls.
+func (p *Provisioner) dropRecord(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+	if err := p.record.Drop(ctx, claim); err != nil {
+		return err
+	}
+	p.handoffs.forget(claim.UID)
+	p.secretsUsed.forget(claim.UID)
+	p.answers.forget(claim.UID)
+	return nil
+}
+
 // dropBeforeRelease drops the in-flight record of the claim a PV names,
 // before the library removes the PV's deletion finalizer. Until then the
 // PV cannot go without the library's own delete; after, an admin may keep
