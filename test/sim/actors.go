@@ -383,10 +383,39 @@ func (w *World) terminating() []string {
 	return out
 }
 
+// namespaceWork is the Terminating namespaces the namespace controller can
+// move on: those that hold an object not being deleted yet, or nothing.
+// One whose every object waits for its finalizers waits with them, as the
+// real controller does (it retries with backoff): were it offered, it
+// would keep the world busy at one instant, time could not pass, and a
+// finalizer that goes only after a wait (a record whose node is lost for
+// the grace) would never go.
+func (w *World) namespaceWork() []string {
+	var out []string
+	for _, ns := range w.terminating() {
+		waiting, left := 0, 0
+		for _, r := range []string{rSecrets, rClaims, rSnapshots} {
+			for _, k := range w.api.keys(r) {
+				if !strings.HasPrefix(k, ns+"/") {
+					continue
+				}
+				left++
+				if o, ok := w.api.peek(r, k).(metav1.Object); ok && o.GetDeletionTimestamp() != nil {
+					waiting++
+				}
+			}
+		}
+		if left == 0 || waiting < left {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
 // namespaceController deletes what a Terminating namespace holds, and the
 // namespace once it is empty.
 func (w *World) namespaceController() string {
-	ns := pick(w, w.terminating())
+	ns := pick(w, w.namespaceWork())
 	left := 0
 	for _, r := range []string{rSecrets, rClaims, rSnapshots} {
 		for _, k := range w.api.keys(r) {

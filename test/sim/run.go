@@ -206,8 +206,10 @@ func (w *World) options(settling bool) []option {
 	if len(w.snapshotJobs()) > 0 {
 		system("snapshot-controller", 6*sys, w.snapshotController)
 	}
-	if len(w.terminating()) > 0 {
+	if work := w.namespaceWork(); len(work) > 0 {
 		add(2, w.namespaceController)
+	} else if settling && len(w.terminating()) > 0 {
+		w.nsWaits++
 	}
 	if len(w.detachable()) > 0 {
 		add(1, w.controllerDetach)

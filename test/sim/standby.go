@@ -43,6 +43,7 @@ func (w *World) counts() map[string]int {
 	c["classes deleted with their claims"] = w.classesWithClaims
 	c["record formats no reader reads, written"] = w.unreadWritten
 	c["deleted claims held by such a format until repair"] = w.unreadHeld
+	c["settling steps a Terminating namespace waited for finalizers"] = w.nsWaits
 	w.snapshotCounts(c)
 	return c
 }

@@ -91,14 +91,17 @@ type World struct {
 	// unreadWritten counts the tenant's formats no reader reads;
 	// unreadHeld the deleted claims such a format held until repair.
 	unreadWritten, unreadHeld int
-	events                    []event
-	seen                      map[string]bool
-	cloned                    map[string]bool // volume names a CreateVolume with a source volume was sent for
-	attached                  map[string]bool // PV names a VolumeAttachment ever named
-	loss                      lossState       // node loss (nodeloss.go)
-	offered                   map[string]bool // the actor moves offered (writers.go)
-	snap                      snapState       // VolumeSnapshots (snapshots.go)
-	only                      map[string]bool // when set, the only actors offered (snapshot_spec.go)
+	// nsWaits counts the settling steps at which every Terminating
+	// namespace waited for its objects' finalizers (namespaceWork).
+	nsWaits  int
+	events   []event
+	seen     map[string]bool
+	cloned   map[string]bool // volume names a CreateVolume with a source volume was sent for
+	attached map[string]bool // PV names a VolumeAttachment ever named
+	loss     lossState       // node loss (nodeloss.go)
+	offered  map[string]bool // the actor moves offered (writers.go)
+	snap     snapState       // VolumeSnapshots (snapshots.go)
+	only     map[string]bool // when set, the only actors offered (snapshot_spec.go)
 	// creates are the CreateVolume answers by volume name, recordedBy the
 	// process that wrote each claim's record on a claim that held none,
 	// caller the provisioner process whose client writes now, settler the
