@@ -126,6 +126,16 @@ bench-capacity: tools ## capacity publishing on 2000 fake nodes x 3 WaitForFirst
 bench-slowdriver: tools ## tether against KCM+EP v6.3.0 through a driver that spends seconds per CreateVolume and DeleteVolume and goes on after its caller gave up: case slow (1000 claims, 2s, shipped defaults then equal settings, and the floor) and case slower (200 claims, 30s against a 10s --timeout) (BENCH_CASE, BENCH_N, BENCH_LATENCY, BENCH_SLOWER_N, BENCH_SLOWER_LATENCY, BENCH_QPS, BENCH_WORKERS, BENCH_ONLY, BENCH_ETCD_DELAY)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -v -run '^TestBenchSlowDriver$$' ./test/benchprov/
 
+# Mixed versions (test/upgrade, docs/upgrade.md): the previous version is a
+# commit named in the test until a release tag exists; TETHER_UPGRADE_FROM
+# names another ref (CI runs on a full clone). TETHER_UPGRADE_N claims per
+# case.
+TETHER_UPGRADE_N ?= 200
+.PHONY: upgrade
+upgrade: tools ## mixed versions on a real control plane through a driver that takes 2s per call: the provisioner, then the binder, upgraded and rolled back mid-provisioning, and each old with the other new; TETHER_UPGRADE_N claims per case (200), TETHER_UPGRADE_FROM the previous version; checks no double binding, nothing stuck or leaked
+	TETHER_UPGRADE_N=$(TETHER_UPGRADE_N) $(GO) test -count=1 -timeout 60m -v \
+	  -run '^(TestProvisionerUpgradeRollback|TestBinderUpgradeRollback|TestSkew)$$' ./test/upgrade/
+
 unit: ## unit tests only (no control plane)
 	$(GO) test -short $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./examples/...
 

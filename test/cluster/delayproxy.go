@@ -14,15 +14,20 @@ import (
 // throttle: every chunk read is stamped and written out Delay later, in
 // order, while the next chunks are already being read, so a stream of
 // pipelined requests (etcd's gRPC streams many on one connection) is not
-// serialized by the delay.
+// serialized by the delay. StartUnixDelayProxy does the same between two
+// unix sockets: in front of a CSI driver, every call takes twice the delay
+// longer (test/upgrade's slow driver).
 type DelayProxy struct {
-	// Addr is where the proxy listens (127.0.0.1:port).
+	// Addr is where the proxy listens (127.0.0.1:port, or the unix
+	// socket's path).
 	Addr string
 
-	target string
-	delay  time.Duration
-	ln     net.Listener
-	wg     sync.WaitGroup
+	// network is the target's: "tcp" or "unix".
+	network string
+	target  string
+	delay   time.Duration
+	ln      net.Listener
+	wg      sync.WaitGroup
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -36,9 +41,25 @@ func StartDelayProxy(target string, delay time.Duration) (*DelayProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &DelayProxy{Addr: ln.Addr().String(), target: target, delay: delay, ln: ln, conns: map[net.Conn]struct{}{}}
+	return serveDelayProxy(ln, "tcp", target, delay), nil
+}
+
+// StartUnixDelayProxy listens on the unix socket socket and forwards each
+// connection to the unix socket target with delay added each way. A gRPC
+// call through it (a CSI driver's) takes twice delay longer, and calls
+// made at once stay at once. Close stops it.
+func StartUnixDelayProxy(socket, target string, delay time.Duration) (*DelayProxy, error) {
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		return nil, err
+	}
+	return serveDelayProxy(ln, "unix", target, delay), nil
+}
+
+func serveDelayProxy(ln net.Listener, network, target string, delay time.Duration) *DelayProxy {
+	p := &DelayProxy{Addr: ln.Addr().String(), network: network, target: target, delay: delay, ln: ln, conns: map[net.Conn]struct{}{}}
 	p.wg.Go(p.serve)
-	return p, nil
+	return p
 }
 
 // Close stops listening, cuts every connection and waits for the
@@ -84,7 +105,7 @@ func (p *DelayProxy) serve() {
 			return
 		}
 		p.wg.Go(func() {
-			server, err := net.Dial("tcp", p.target)
+			server, err := net.Dial(p.network, p.target)
 			if err != nil {
 				client.Close()
 				return
@@ -157,8 +178,8 @@ func (p *DelayProxy) pipe(dst, src net.Conn) {
 				return
 			}
 		}
-		if tcp, ok := dst.(*net.TCPConn); ok {
-			_ = tcp.CloseWrite()
+		if half, ok := dst.(interface{ CloseWrite() error }); ok { // TCP and unix
+			_ = half.CloseWrite()
 		}
 	})
 	buf := make([]byte, 64*1024)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -135,5 +137,53 @@ func TestDelayProxyCloseCutsConnections(t *testing.T) {
 		t.Fatal("read after Close succeeded")
 	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatal("connection still open after Close")
+	}
+}
+
+// The unix proxy delays as the TCP one does, between two unix sockets.
+func TestUnixDelayProxyRoundTripTakesTwiceTheDelay(t *testing.T) {
+	const delay = 30 * time.Millisecond
+	dir, err := os.MkdirTemp("", "dp") // socket paths must be short
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ln, err := net.Listen("unix", filepath.Join(dir, "echo.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	p, err := StartUnixDelayProxy(filepath.Join(dir, "proxy.sock"), filepath.Join(dir, "echo.sock"), delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c, err := net.Dial("unix", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	start := time.Now()
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); string(got) != "hello" || took < 2*delay {
+		t.Errorf("got %q after %s, want hello after at least %s", got, took, 2*delay)
 	}
 }

@@ -1,0 +1,22 @@
+// Package upgrade runs tether's two programs at different versions on a
+// real control plane (issue 36, docs/upgrade.md's skew policy): the
+// provisioner upgraded and rolled back while its claims are in flight, the
+// binder's two replicas of different versions handing the lease over
+// mid-binding, and an old binder with a new provisioner and the other way
+// round. Each case checks that every claim was bound once to a volume of
+// its own, that nothing is left stuck once the claims are deleted, and
+// that every volume the driver made was deleted, none while its claim
+// lived.
+//
+//   - refbuild.go: BuildRef builds the provisioner, the binder and the
+//     example local driver of a git ref of this repository (the "previous
+//     version"), cached under .cache/upgrade/<commit>.
+//   - stack_test.go: one fake node with the local driver behind a slow
+//     socket (cluster.StartUnixDelayProxy), provisioners and binders whose
+//     binaries are chosen per process, started and stopped by the cases.
+//   - check_test.go: the invariants and the per-case summary line.
+//   - upgrade_test.go: the cases.
+//
+// `make upgrade` runs it with 200 claims per case; TETHER_UPGRADE_N sizes
+// it, TETHER_UPGRADE_FROM names another previous version.
+package upgrade
