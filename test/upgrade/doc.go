@@ -1,5 +1,5 @@
 // Package upgrade runs tether's two programs at different versions on a
-// real control plane (issue 36, docs/upgrade.md's skew policy): the
+// real control plane (docs/upgrade.md's skew policy): the
 // provisioner upgraded and rolled back while its claims are in flight, the
 // binder's two replicas of different versions handing the lease over
 // mid-binding, and an old binder with a new provisioner and the other way
