@@ -176,3 +176,8 @@ func ReclaimPolicy(class *storagev1.StorageClass) v1.PersistentVolumeReclaimPoli
 	}
 	return *class.ReclaimPolicy
 }
+
+// isBlock reports whether the claim asks for a raw block volume.
+func isBlock(claim *v1.PersistentVolumeClaim) bool {
+	return claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == v1.PersistentVolumeBlock
+}

@@ -194,8 +194,3 @@ func AccessModeOf(m v1.PersistentVolumeAccessMode, singleNodeMultiWriter bool) (
 	}
 	return 0, fmt.Errorf("unknown access mode %q", m)
 }
-
-// isBlock reports whether the claim asks for a raw block volume.
-func isBlock(claim *v1.PersistentVolumeClaim) bool {
-	return claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == v1.PersistentVolumeBlock
-}
