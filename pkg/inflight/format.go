@@ -52,10 +52,3 @@ func Format(claim *v1.PersistentVolumeClaim) (format int, read bool) {
 	}
 	return n, n <= FormatRead
 }
-
-// Unread reports whether a claim holds a record of a format this version
-// does not read: one to leave as it is.
-func Unread(claim *v1.PersistentVolumeClaim) bool {
-	_, read := Format(claim)
-	return Holds(claim) && !read
-}

@@ -55,6 +55,13 @@ func Holds(claim *v1.PersistentVolumeClaim) bool {
 	return slices.Contains(claim.Finalizers, Finalizer)
 }
 
+// Unread reports whether a claim holds a record of a format this version
+// does not read: one to leave as it is.
+func Unread(claim *v1.PersistentVolumeClaim) bool {
+	_, read := Format(claim)
+	return Holds(claim) && !read
+}
+
 // Record adds the record for the volume name of driver to claim, in place
 // (call it on a copy that is about to be written), in FormatWritten. It
 // reports whether the claim changed. A record of the same volume in a
