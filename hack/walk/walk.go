@@ -65,10 +65,11 @@ func (r Result) String() string {
 	return b.String()
 }
 
+// listed is what Walk reads of a package from go list.
 type listed struct {
-	ImportPath, Dir, Export, Module string
-	GoFiles                         []string
-	Mod                             *struct{ Path, Dir string } `json:"Module"`
+	ImportPath, Dir, Export string
+	GoFiles                 []string
+	Mod                     *struct{ Path, Dir string } `json:"Module"`
 }
 
 // Walk walks fn ("Func" or "Type.Method") of the package in dir.
