@@ -11,10 +11,16 @@ import (
 	"time"
 )
 
-// echoServer answers every byte it reads with the same byte.
+// echoServer answers every byte it reads with the same byte, on TCP.
 func echoServer(t *testing.T) string {
+	return echoOn(t, "tcp", "127.0.0.1:0")
+}
+
+// echoOn listens on network and address, answers every byte it reads with
+// the same byte until the test ends, and returns the address.
+func echoOn(t *testing.T, network, address string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen(network, address)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,23 +154,7 @@ func TestUnixDelayProxyRoundTripTakesTwiceTheDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ln, err := net.Listen("unix", filepath.Join(dir, "echo.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
+	echoOn(t, "unix", filepath.Join(dir, "echo.sock"))
 	p, err := StartUnixDelayProxy(filepath.Join(dir, "proxy.sock"), filepath.Join(dir, "echo.sock"), delay)
 	if err != nil {
 		t.Fatal(err)
