@@ -39,9 +39,14 @@ func (e UnreadError) Error() string {
 // node-deployment mode, this node. The write carries the resourceVersion
 // of the claim the decision was made on, so a claim that changed meanwhile
 // (deleted, or bound elsewhere) fails it with a conflict and the library
-// tries again on the fresh claim: no extra read is needed (and no
-// finalizer can be added to a claim being deleted). A record of a format
-// this provisioner does not read is never written over: UnreadError.
+// tries again on the fresh claim (and no finalizer can be added to a claim
+// being deleted). When the claim as given already carries the record (a
+// CreateVolume tried again) there is no write to fail: Record reads the
+// claim instead, and returns an error unless the API still has it, with
+// the same UID, unbound and carrying this record (StaleError): a cache
+// behind the API must not make a volume for a claim that is gone. A record
+// of a format this provisioner does not read is never written over:
+// UnreadError.
 func (w *Writer) Record(ctx context.Context, claim *v1.PersistentVolumeClaim, name string) (*v1.PersistentVolumeClaim, error) {
 	if inflight.Unread(claim) {
 		return nil, UnreadError{Format: claim.Annotations[inflight.AnnFormat]}
@@ -59,13 +64,42 @@ func (w *Writer) Record(ctx context.Context, claim *v1.PersistentVolumeClaim, na
 		}
 	}
 	if !changed {
-		return claim, nil
+		return w.still(ctx, claim, name)
 	}
 	out, err := w.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Update(ctx, c, metav1.UpdateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("recording the volume in flight on the claim: %w", err)
 	}
 	return out, nil
+}
+
+// StaleError: the claim the provisioner decided on is not the API's any
+// more; no CreateVolume is made for it now.
+type StaleError struct{ Why string }
+
+func (e StaleError) Error() string {
+	return "the claim changed since it was read (" + e.Why + "): no volume is made for it until the provisioner sees the claim as it is now"
+}
+
+// still reads the claim from the API and returns it if it still waits for
+// the volume its record names (see Record).
+func (w *Writer) still(ctx context.Context, claim *v1.PersistentVolumeClaim, name string) (*v1.PersistentVolumeClaim, error) {
+	cur, err := w.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, StaleError{Why: "it is gone"}
+	case err != nil:
+		return nil, fmt.Errorf("reading the claim before the volume is made: %w", err)
+	case cur.UID != claim.UID:
+		return nil, StaleError{Why: "it is gone; another claim has its name"}
+	case cur.Spec.VolumeName != "":
+		return nil, StaleError{Why: "it is bound to " + cur.Spec.VolumeName}
+	}
+	if driver, vol, ok := inflight.Volume(cur); !ok || inflight.Unread(cur) || vol != name || driver != w.Driver ||
+		w.Node != "" && cur.Annotations[inflight.AnnNode] != w.Node {
+		return nil, StaleError{Why: "its in-flight record is not the one for " + name + " any more"}
+	}
+	return cur, nil
 }
 
 // Drop removes the record: first with one write on the claim as

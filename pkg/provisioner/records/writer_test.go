@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -47,6 +48,68 @@ func TestWriterRecordFormats(t *testing.T) {
 			}
 			if tt.wantErr && (stored.Annotations[inflight.AnnVolume] != "pvc-other" || len(client.Actions()) != 1) {
 				t.Errorf("an unread record was written over: %v, %d actions", stored.Annotations, len(client.Actions()))
+			}
+		})
+	}
+}
+
+// A CreateVolume tried again finds the record already on the claim as the
+// provisioner's cache has it, so there is no write whose resourceVersion
+// would fail on a stale claim: Record reads the claim and refuses
+// (StaleError) unless the API still has it, unbound, with this record.
+// Found by the simulator (seeds 4426 and 9076): a claim deleted after its
+// PV was saved, its deletion not yet in the cache, got a second volume.
+func TestWriterRecordAgainReadsTheClaim(t *testing.T) {
+	ctx := context.Background()
+	recorded := func(opts ...claimOpt) *v1.PersistentVolumeClaim {
+		base := []claimOpt{recordOf("1"), claimAnn(inflight.AnnVolume, testVolume), claimAnn(inflight.AnnDriver, driverNm)}
+		return newClaim(append(base, opts...)...)
+	}
+	tests := []struct {
+		name      string
+		node      string                    // the Writer's node
+		cached    *v1.PersistentVolumeClaim // the claim Provision decided on
+		api       *v1.PersistentVolumeClaim // the API's, nil: gone
+		wantStale bool
+	}{
+		{name: "the API has it as cached: the claim is returned", cached: recorded(), api: recorded()},
+		{name: "changed elsewhere, the record kept: the API's claim is returned", cached: recorded(),
+			api: recorded(claimAnn("team", "blue"))},
+		{name: "gone", cached: recorded(), wantStale: true},
+		{name: "made again under its name", cached: recorded(),
+			api: recorded(func(c *v1.PersistentVolumeClaim) { c.UID = "other" }), wantStale: true},
+		{name: "bound (the binder dropped the record as it bound)", cached: recorded(),
+			api: newClaim(func(c *v1.PersistentVolumeClaim) { c.Spec.VolumeName = testVolume }), wantStale: true},
+		{name: "bound, the record kept (an older binder, KCM's)", cached: recorded(),
+			api: recorded(func(c *v1.PersistentVolumeClaim) { c.Spec.VolumeName = "pv-static" }), wantStale: true},
+		{name: "the record dropped", cached: recorded(), api: newClaim(), wantStale: true},
+		{name: "the record names another volume", cached: recorded(),
+			api: recorded(claimAnn(inflight.AnnVolume, "pvc-other")), wantStale: true},
+		{name: "the record is of a format not read now", cached: recorded(), api: recorded(claimAnn(inflight.AnnFormat, "2")), wantStale: true},
+		{name: "node mode: the record is this node's", node: "n1", cached: recorded(claimAnn(inflight.AnnNode, "n1")),
+			api: recorded(claimAnn(inflight.AnnNode, "n1"))},
+		{name: "node mode: the record is another node's now", node: "n1", cached: recorded(claimAnn(inflight.AnnNode, "n1")),
+			api: recorded(claimAnn(inflight.AnnNode, "n2")), wantStale: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			if tt.api != nil {
+				client = fake.NewClientset(tt.api)
+			}
+			w := &Writer{Client: client, Driver: driverNm, Node: tt.node}
+			got, err := w.Record(ctx, tt.cached, testVolume)
+			var stale StaleError
+			if errors.As(err, &stale) != tt.wantStale || (err != nil && !tt.wantStale) {
+				t.Fatalf("Record error %v; want a StaleError: %v", err, tt.wantStale)
+			}
+			if !tt.wantStale && got.Annotations["team"] != tt.api.Annotations["team"] {
+				t.Errorf("Record returned %v, want the API's claim", got.Annotations)
+			}
+			for _, a := range client.Actions() {
+				if a.GetVerb() != "get" {
+					t.Errorf("Record wrote: %s %s", a.GetVerb(), a.GetResource().Resource)
+				}
 			}
 		})
 	}
