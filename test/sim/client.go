@@ -21,18 +21,18 @@ import (
 // a kubernetes.Interface as in production. who names the component, for
 // the fault plan and the trace.
 func (w *World) newClient(who string) kubernetes.Interface {
-	return w.newClientOf(func() string { return who })
+	return w.newClientOf(func() string { return who }, current)
 }
 
-// newClientOf is newClient for a process whose name changes (a standby
-// binder that comes to lead).
-func (w *World) newClientOf(name func() string) kubernetes.Interface {
-	return w.newClientAs(name, nil)
+// newClientOf is newClient for a process of a release (releases.go) whose
+// name may change (a standby binder that comes to lead).
+func (w *World) newClientOf(name func() string, rel release) kubernetes.Interface {
+	return w.newClientAs(name, nil, rel)
 }
 
 // newClientAs is newClientOf for a provisioner process, whose writes are
 // told apart (caller) for the check of refused.go.
-func (w *World) newClientAs(name func() string, caller *provProc) kubernetes.Interface {
+func (w *World) newClientAs(name func() string, caller *provProc, rel release) kubernetes.Interface {
 	cs := &fake.Clientset{}
 	cs.AddReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, nil
@@ -40,16 +40,17 @@ func (w *World) newClientAs(name func() string, caller *provProc) kubernetes.Int
 	cs.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		prev := w.caller
 		w.caller = caller
-		obj, err := w.react(name(), action)
+		obj, err := w.react(name(), rel, action)
 		w.caller = prev
 		return true, obj, err
 	})
 	return cs
 }
 
-// react serves one call. A write may fail before it is applied, or after
-// (the caller sees an error for a write that happened), when faults are on.
-func (w *World) react(who string, action k8stesting.Action) (runtime.Object, error) {
+// react serves one call of a process of release rel. A write may fail
+// before it is applied, or after (the caller sees an error for a write
+// that happened), when faults are on.
+func (w *World) react(who string, rel release, action k8stesting.Action) (runtime.Object, error) {
 	a := w.api
 	res := action.GetResource().Resource
 	ns := action.GetNamespace()
@@ -80,7 +81,7 @@ func (w *World) react(who string, action k8stesting.Action) (runtime.Object, err
 	if res == rSnapshots && (verb == "update" || verb == "patch") {
 		beforeSnap, _ = a.peek(rSnapshots, objKey(ns, nameOf(action))).(*snapv1.VolumeSnapshot)
 	}
-	obj, err := w.serve(a, res, ns, verb, action)
+	obj, err := w.serve(a, res, ns, verb, action, rel)
 	if err == nil && beforeSnap != nil {
 		w.noteSnapshotWrite(who, beforeSnap, obj)
 	}
@@ -101,6 +102,12 @@ func (w *World) react(who string, action k8stesting.Action) (runtime.Object, err
 		w.tracef("  api fault after %s %s %s (%s)", verb, res, nameOf(action), who)
 		return nil, apierrors.NewServerTimeout(a.gr(res), verb, 1)
 	}
+	if obj != nil && err == nil {
+		// The stored object is not the caller's: a.Get, a.Update and the
+		// lists return copies.
+		rel.view(obj)
+		rel.viewList(obj)
+	}
 	return obj, err
 }
 
@@ -116,7 +123,9 @@ func nameOf(action k8stesting.Action) string {
 	return ""
 }
 
-func (w *World) serve(a *API, res, ns, verb string, action k8stesting.Action) (runtime.Object, error) {
+// serve applies one call to the API; a claim written by a process of the
+// previous release keeps the stored format (release.write).
+func (w *World) serve(a *API, res, ns, verb string, action k8stesting.Action, rel release) (runtime.Object, error) {
 	switch verb {
 	case "get":
 		name := action.(k8stesting.GetAction).GetName()
@@ -145,7 +154,13 @@ func (w *World) serve(a *API, res, ns, verb string, action k8stesting.Action) (r
 	case "create":
 		return a.Create(action.(k8stesting.CreateAction).GetObject())
 	case "update":
-		return a.Update(action.(k8stesting.UpdateAction).GetObject(), action.GetSubresource() == "status")
+		obj := action.(k8stesting.UpdateAction).GetObject()
+		if rel == previous && res == rClaims {
+			if stored := a.peek(res, objKey(ns, nameOf(action))); stored != nil {
+				obj = rel.write(stored, obj.DeepCopyObject())
+			}
+		}
+		return a.Update(obj, action.GetSubresource() == "status")
 	case "delete":
 		act := action.(k8stesting.DeleteAction)
 		return nil, a.Delete(res, ns, act.GetName(), act.GetDeleteOptions().Preconditions)
@@ -162,7 +177,7 @@ func (w *World) serve(a *API, res, ns, verb string, action k8stesting.Action) (r
 		if err != nil {
 			return nil, apierrors.NewBadRequest(err.Error())
 		}
-		return a.Update(next, action.GetSubresource() == "status")
+		return a.Update(rel.write(cur, next), action.GetSubresource() == "status")
 	}
 	return nil, apierrors.NewMethodNotSupported(a.gr(res), verb)
 }

@@ -110,6 +110,8 @@ type caches struct {
 	w       *World
 	inf     map[string]*informer
 	pending map[string]map[string]bool
+	// release is the process's: what it reads of an object (releases.go).
+	release release
 }
 
 func newCaches(w *World, resources ...string) *caches {
@@ -129,7 +131,7 @@ func (c *caches) fill() {
 		inf := c.inf[r]
 		for _, k := range c.w.api.keys(r) {
 			if cur := c.w.api.peek(r, k); cur != nil {
-				obj := cur.DeepCopyObject()
+				obj := c.release.view(cur.DeepCopyObject())
 				_ = inf.indexer.Add(obj)
 				inf.notify(notification{obj: obj, initial: true})
 			}
@@ -156,7 +158,7 @@ func (c *caches) deliver(resource, key string) {
 	old, exists, _ := inf.indexer.GetByKey(key)
 	switch {
 	case cur != nil:
-		obj := cur.DeepCopyObject()
+		obj := c.release.view(cur.DeepCopyObject())
 		if exists {
 			_ = inf.indexer.Update(obj)
 			inf.notify(notification{old: old, obj: obj})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tether-csi/tether/pkg/provisioner/libv8"
+	"github.com/tether-csi/tether/pkg/provisioner/records"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -183,6 +184,9 @@ func (l *library) provision(ctx context.Context, claim *v1.PersistentVolumeClaim
 	pv, state, err := l.prov.Provision(ctx, controller.ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNode: node})
 	if err != nil {
 		l.p.w.tracef("  library: Provision %s: %v (%v)", claim.Name, stateName(state), err)
+		if errors.As(err, new(records.StaleError)) {
+			l.p.w.staleRetries++
+		}
 		var ignored *controller.IgnoredError
 		if errors.As(err, &ignored) {
 			return controller.ProvisioningFinished, errStop

@@ -88,6 +88,7 @@ func (w *World) noteRecordWrite(before, after *v1.PersistentVolumeClaim, seen bo
 		return
 	}
 	if p := w.caller; p != nil && seen && !p.upstream {
+		w.notePreviousRecord()
 		w.recordedBy[string(after.UID)] = p
 		return
 	}

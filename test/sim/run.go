@@ -15,7 +15,8 @@ import (
 // strip): create, delete, clone, forge, strip, delete-namespace,
 // create-namespace, edit-vac, retain, delete-released, node,
 // recreate-class, class-with-claims, static-pv, other-cluster, crash-provisioner,
-// crash-binder, standby-binder, failover-binder, sweep, attach, detach, lease and switch and hand-back
+// crash-binder, standby-binder, failover-binder, upgrade-binder,
+// upgrade-provisioner, sweep, attach, detach, lease and switch and hand-back
 // (centralised mode), csinode and affinity-pv (node mode), node-loss, node-return,
 // node-notready, statefulset, rebind-pv, class-policy, autoscaler,
 // snapshot, delete-snapshot, restore, snapshot-finalizer, delete-content,
@@ -276,6 +277,10 @@ func (w *World) options(settling bool) []option {
 	})
 	actor("crash-binder", 1, func() string { w.startBinder(); return "crash: the binder restarts (memory lost, caches re-listed)" })
 	if !w.upstream {
+		actor("upgrade-binder", 1, w.upgradeBinder)
+		if w.handover == nil {
+			actor("upgrade-provisioner", 1, w.upgradeProvisioner)
+		}
 		if w.standby == nil {
 			actor("standby-binder", 1, w.startStandby)
 		} else {

@@ -44,10 +44,10 @@ func TestSim(t *testing.T) {
 // snapshot actors and the tenant's selected-node move (issue 33, item 2)
 // seed 32 was; with the generated affinities and policy values, seed 289
 // was; with issue 36's format move and the namespace controller that waits
-// for finalizers, seed 70 is. The schedule must pass, with the record
-// given up.
+// for finalizers, seed 70 was; with the upgrade and rollback moves, seed 92
+// is. The schedule must pass, with the record given up.
 func TestSimNodeGoneVolumeDoesNotHoldTheClaim(t *testing.T) {
-	const seed = 70
+	const seed = 92
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -66,9 +66,10 @@ func TestSimNodeGoneVolumeDoesNotHoldTheClaim(t *testing.T) {
 // tenant's selected-node move (issue 33, item 2) seed 4 still did, and
 // seed 3 was the first node-mode schedule that did (18 no longer did);
 // with issue 36's format move and the namespace controller's wait, seeds 2
-// (centralised) and 7 (node mode) are.
+// (centralised) and 7 (node mode) did; with the upgrade and rollback moves,
+// seeds 4 and 25 are.
 func TestSimRefusedClaimDeletedWithItsClass(t *testing.T) {
-	for _, seed := range []int64{2, 7} {
+	for _, seed := range []int64{4, 25} {
 		s := Run(seed, 1)
 		if s.Violations != 0 {
 			t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -90,9 +91,10 @@ func TestSimRefusedClaimDeletedWithItsClass(t *testing.T) {
 // bind a kept PV again and release the new claim too; with the snapshot
 // actors and the tenant's selected-node move (issue 33, item 2), seed 12
 // was; with the generated affinities and policy values, seed 1 was; with
-// issue 36's format move and the namespace controller's wait, seed 102 is.
+// issue 36's format move and the namespace controller's wait, seed 102
+// was; with the upgrade and rollback moves, seed 184 is.
 func TestSimReboundAfterRestartIsReleased(t *testing.T) {
-	const seed = 102
+	const seed = 184
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -139,10 +141,11 @@ func TestSimThousandsOfNodesChurned(t *testing.T) {
 // named only its name: the PV was pinned to no node, the marks were
 // removed (NodeBack for a node still gone) and the claim never released.
 // The marks record the hostname now (tether.dev/lost-node-hostname). With
-// issue 36's format move and the namespace controller's wait, seed 10 is
-// the first to release a PV of a generated affinity.
+// issue 36's format move and the namespace controller's wait, seed 10 was
+// the first to release a PV of a generated affinity; with the upgrade and
+// rollback moves, seed 65 is.
 func TestSimHostnamePinnedVolumeSurvivesARestart(t *testing.T) {
-	const seed = 10
+	const seed = 65
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -182,15 +185,52 @@ func TestSimTermNoNodeMeetsKeepsItsClaim(t *testing.T) {
 // Terminating" (and in seed 1222 a lost node's claim was "not released").
 // The real controller waits with backoff; namespaceWork offers it only
 // when it can move on. The schedule must pass, with a namespace that
-// waited for a record given up for node loss.
+// waited for a record given up for node loss. With the upgrade and
+// rollback moves, seed 4674 is the first to.
 func TestSimNamespaceWaitsForTimedFinalizers(t *testing.T) {
-	const seed = 920
+	const seed = 4674
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
 	}
 	if s.Counts["settling steps a Terminating namespace waited for finalizers"] == 0 || s.Counts["VolumeInFlightNodeGone"] == 0 {
 		t.Errorf("seed %d no longer has a namespace wait for a record given up for node loss (counts %v): the random stream moved; find another seed", seed, s.Counts)
+	}
+}
+
+// Seeds 4426 and 9076 (10,000 schedules once the upgrade and rollback
+// moves had moved the random stream, 2026-11-27; neither schedule upgrades
+// anything): a restore's claim was provisioned, bound, and deleted, and its
+// PV deleted with its volume; the provisioner's cache had seen neither the
+// binding nor the deletion, so the library tried the claim again, found
+// the record it had written already on the claim, wrote nothing, and made
+// a second volume for a claim that was gone (restoring a snapshot for no
+// claim). A CreateVolume tried again now reads the claim first
+// (records.StaleError). Each schedule must pass, and take that path.
+func TestSimRetriedCreateReadsTheClaim(t *testing.T) {
+	for _, seed := range []int64{4426, 9076} {
+		s := Run(seed, 1)
+		if s.Violations != 0 {
+			t.Errorf("seed %d: %s", seed, strings.Join(s.Failed[0].Violations, "\n"))
+		}
+		if s.Counts["CreateVolumes tried again refused by the claim's read"] == 0 {
+			t.Errorf("seed %d no longer refuses a CreateVolume tried again for a claim that is gone (counts %v): the random stream moved; find another seed", seed, s.Counts)
+		}
+	}
+}
+
+// The two releases together (releases.go): seed 26 (centralised) and 18
+// (node mode) are the first to change a program's release twice and have
+// the previous release write records. Each schedule must pass.
+func TestSimReleasesTogether(t *testing.T) {
+	for _, seed := range []int64{26, 18} {
+		s := Run(seed, 1)
+		if s.Violations != 0 {
+			t.Errorf("seed %d: %s", seed, strings.Join(s.Failed[0].Violations, "\n"))
+		}
+		if s.Counts["upgrades and rollbacks"] < 2 || s.Counts["records written by the previous release"] == 0 {
+			t.Errorf("seed %d no longer upgrades and rolls back with records of the previous release (counts %v): the random stream moved; find another seed", seed, s.Counts)
+		}
 	}
 }
 

@@ -104,7 +104,11 @@ func (w *World) newSnapClient(name func() string, caller *provProc) snapclientse
 	cs.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		prev := w.caller
 		w.caller = caller
-		obj, err := w.react(name(), action)
+		rel := current
+		if caller != nil {
+			rel = caller.release
+		}
+		obj, err := w.react(name(), rel, action)
 		w.caller = prev
 		return true, obj, err
 	})

@@ -42,6 +42,9 @@ func (w *World) counts() map[string]int {
 	c["CreateVolume refused"] = w.refusedCreates
 	c["classes deleted with their claims"] = w.classesWithClaims
 	c["record formats no reader reads, written"] = w.unreadWritten
+	c["upgrades and rollbacks"] = w.releaseChanges
+	c["records written by the previous release"] = w.previousRecords
+	c["CreateVolumes tried again refused by the claim's read"] = w.staleRetries
 	c["deleted claims held by such a format until repair"] = w.unreadHeld
 	c["settling steps a Terminating namespace waited for finalizers"] = w.nsWaits
 	w.snapshotCounts(c)

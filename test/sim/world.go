@@ -69,6 +69,16 @@ type World struct {
 	// failovers counts the standby's take-overs, failoversBehind those
 	// where its caches had not caught up with the API yet.
 	failovers, failoversBehind int
+	// provRelease is the release of each provisioner process's image,
+	// binderRelease the binder Deployment's (releases.go);
+	// releaseChanges counts the upgrades and rollbacks, previousRecords
+	// the records the previous release wrote.
+	provRelease                     []release
+	binderRelease                   release
+	releaseChanges, previousRecords int
+	// staleRetries counts the CreateVolumes tried again that the claim's
+	// read refused (records.StaleError).
+	staleRetries int
 
 	steps int
 
@@ -133,6 +143,7 @@ func newWorld(seed int64) *World {
 		// caches) before its CreateVolume.
 		w.cfg.Steps += 40
 	}
+	w.provRelease = make([]release, w.provisioners())
 	w.api = newAPI(w)
 	w.back = newBackend(w)
 	return w
@@ -243,6 +254,8 @@ type provProc struct {
 	work *server.Work
 	// upstream: the process is external-provisioner (upstream.go).
 	upstream bool
+	// release is the tether release it runs (releases.go).
+	release release
 }
 
 // provisioners is how many provisioner processes run: one per node in
@@ -276,15 +289,16 @@ func (w *World) startProvisioner(i int) {
 // newTether builds the i-th tether provisioner process (its caches not
 // filled yet).
 func (w *World) newTether(i int) *provProc {
-	p := &provProc{w: w, name: "provisioner", work: &server.Work{}}
+	p := &provProc{w: w, name: "provisioner", work: &server.Work{}, release: w.provRelease[i]}
 	if w.cfg.Node {
 		p.node = nodeNames[i]
 		p.name += "@" + p.node
 	}
 	p.drv = &driver{b: w.back, node: p.node}
-	p.client = w.newClientAs(func() string { return p.name }, p)
+	p.client = w.newClientAs(func() string { return p.name }, p, p.release)
 	p.ifQ = newQueue(w, "in-flight"+p.suffix())
 	p.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes, rCSINodes, rVAs, rVACs, rSnapshots)
+	p.caches.release = p.release
 	p.snapClient = w.newSnapClient(func() string { return p.name }, p)
 	ix := func(r string) *informer { return p.caches.inf[r] }
 	p.nodeLister = corelisters.NewNodeLister(ix(rNodes).indexer)
@@ -378,6 +392,8 @@ type bindProc struct {
 	role string
 	// firstPVs are the PVs of its first list.
 	firstPVs []string
+	// release is the tether release it runs (releases.go).
+	release release
 }
 
 // startBinder starts a binder that leads at once, from a first list (a
@@ -389,12 +405,13 @@ func (w *World) startBinder() {
 // newBinder starts a binder process in a role: its caches list every
 // object now, then follow the API with the simulator's lag.
 func (w *World) newBinder(role string) *bindProc {
-	b := &bindProc{w: w, role: role, claimQ: newQueue(w, role+"-claims"), volumeQ: newQueue(w, role+"-volumes")}
+	b := &bindProc{w: w, role: role, claimQ: newQueue(w, role+"-claims"), volumeQ: newQueue(w, role+"-volumes"), release: w.binderRelease}
 	b.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes)
+	b.caches.release = b.release
 	inf := b.caches.inf
 	w.forget(role)
 	w.watchNodeHandlerOf(inf[rNodes], func() string { return b.role })
-	ctrl, err := binder.New(binder.Options{Client: w.newClientOf(func() string { return b.role }), Workers: 1,
+	ctrl, err := binder.New(binder.Options{Client: w.newClientOf(func() string { return b.role }, b.release), Workers: 1,
 		Recorder: recorder{w}, NodeLossGrace: simGrace, KeepRecords: w.upstream, Clock: w.clock,
 		Inputs: &binder.Inputs{Claims: inf[rClaims], Volumes: inf[rVolumes], Classes: inf[rClasses],
 			Nodes: corelisters.NewNodeLister(inf[rNodes].indexer), NodesSynced: inf[rNodes].HasSynced, NodeEvents: inf[rNodes],

@@ -48,6 +48,8 @@ var writers = []writer{
 	{"machine", "binder process", "crash", "crash-binder"},
 	{"platform team", "binder Deployment", "a standby replica with warm caches", "standby-binder"},
 	{"platform team", "binder Deployment", "failover to the standby", "failover-binder"},
+	{"platform team", "binder Deployment", "the image: the previous release or the current (an upgrade, a rollback)", "upgrade-binder"},
+	{"driver owner", "provisioner container", "the image, one node's at a time in node mode: the previous release or the current", "upgrade-provisioner"},
 	{"provisioner", "backend volume", "the orphan sweep", "sweep"},
 	{"network", "Lease", "the provisioner loses its lease", "lease"},
 	{"admin", "provisioner Deployment", "switch to EP and KCM and back", "switch"},
