@@ -1,12 +1,3 @@
-// Package sim is a seeded, deterministic simulator of tether: it runs the
-// provisioner's and the binder's own code (Provision, Delete, the in-flight
-// reconciler, the clone and snapshot protections, the orphan sweep,
-// hand-back, the binder's syncs and writer) against a simulated API server
-// (VolumeSnapshots and their contents too), informer caches that lag, a
-// simulated CSI driver and a model of the provisioning library, with actors
-// (a tenant, an admin, crashes, faults, other controllers) picked by a
-// seeded scheduler, and checks the project's invariants after every step
-// and at quiescence.
 package sim
 
 import (
