@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/test/cluster"
 )
 
 // tracker follows the claims and PVs from before the first claim, and
@@ -148,25 +149,47 @@ func (e *env) phaseTimeout(n int) time.Duration {
 // result is one case's figures.
 type result struct {
 	claims, made, deleted, leaked, stuck int
-	// deletedEarly: volumes the driver deleted before the first claim was.
+	// deletedEarly: volumes the driver deleted before the first claim was
+	// (and snapshots before the first VolumeSnapshot was).
 	deletedEarly int
 	// records, annotated: claims still carrying the in-flight record's
 	// finalizer, or any of its annotations, once all were Bound (the
 	// binder drops it as it binds; the provisioner after BinderGrace).
 	records, annotated int
-	took               time.Duration
+	// snaps: the VolumeSnapshots, and the snapshots the driver made,
+	// deleted and left (snapsStuck: VolumeSnapshots and contents left).
+	snaps, snapsMade, snapsDeleted, snapsLeaked, snapsStuck int
+	// perNode: with several drivers, each one's volumes made and deleted.
+	perNode string
+	took    time.Duration
 }
 
-// exercise creates n claims, runs the steps as they bind, checks the bound
-// state, deletes the claims, runs the deletion steps as their PVs go, and
-// checks that nothing is left. It returns the figures; every broken
-// invariant is a test error.
-func (e *env) exercise(tr *tracker, n int, onBound, onGone []step) result {
+// workload is what a case makes and deletes: n claims, claim(i) the i-th,
+// and the VolumeSnapshots of snaps (nil: none), made with the claims.
+type workload struct {
+	n     int
+	claim func(i int) *corev1.PersistentVolumeClaim
+	snaps *snapshots
+}
+
+// plain is n claims of the class, each of its own.
+func plain(n int) workload { return workload{n: n, claim: claim} }
+
+// exercise creates the workload's claims (and snapshots), runs the steps
+// as they bind, checks the bound state, deletes them, runs the deletion
+// steps as their PVs go, and checks that nothing is left. It returns the
+// figures; every broken invariant is a test error.
+func (e *env) exercise(tr *tracker, w workload, onBound, onGone []step) result {
 	t := e.t
 	t.Helper()
+	n := w.n
 	start := time.Now()
 	r := result{claims: n}
-	e.createClaims(n)
+	e.createClaims(w)
+	if w.snaps != nil {
+		r.snaps = len(w.snaps.of)
+		w.snaps.create()
+	}
 	for _, s := range onBound {
 		want := int(s.at * float64(n))
 		e.poll(fmt.Sprintf("%d of %d claims Bound before %s", want, n, s.what), e.phaseTimeout(n), func(context.Context) (bool, error) {
@@ -181,14 +204,20 @@ func (e *env) exercise(tr *tracker, n int, onBound, onGone []step) result {
 	p := tr.progress()
 	r.records, r.annotated = p.records, p.annotated
 	t.Logf("all Bound after %s: %s%s", time.Since(start).Round(100*time.Millisecond), p, tr.recordKeys())
-	e.checkBound(tr, n)
-	_, early := e.driverVolumes()
-	r.deletedEarly = len(early)
-	if r.deletedEarly > 0 {
-		t.Errorf("the driver deleted %d volumes while every claim lived (its log %s): %v", r.deletedEarly, e.driver.LogPath, firstOf(early))
+	if w.snaps != nil {
+		w.snaps.waitReady(e.phaseTimeout(n))
+	}
+	e.checkBound(tr, w)
+	for _, k := range e.kinds(w) {
+		for _, d := range e.drivers {
+			if _, early := d.logged(t, k); len(early) > 0 {
+				r.deletedEarly += len(early)
+				t.Errorf("the driver of %s deleted %d %s while every claim and snapshot lived (its logs %v): %v", d.node, len(early), k.folder, d.logs(), firstOf(early))
+			}
+		}
 	}
 
-	e.deleteClaims(n)
+	e.deleteAll(w)
 	for _, s := range onGone {
 		want := int(s.at * float64(n))
 		e.poll(fmt.Sprintf("%d of %d PVs gone before %s", want, n, s.what), e.phaseTimeout(n), func(context.Context) (bool, error) {
@@ -197,29 +226,65 @@ func (e *env) exercise(tr *tracker, n int, onBound, onGone []step) result {
 		t.Logf("%s: %s at %s", time.Now().Format("15:04:05.000"), s.what, tr.progress())
 		s.do()
 	}
-	deadline := e.phaseTimeout(n)
-	_ = pollFor(t.Context(), deadline, func() bool {
+	_ = pollFor(t.Context(), e.phaseTimeout(n), func() bool {
 		p := tr.progress()
-		return p.claims == 0 && p.pvs == 0 && len(e.volumeFolders()) == 0
+		return p.claims == 0 && p.pvs == 0 && (w.snaps == nil || len(w.snaps.left()) == 0) &&
+			len(e.folders(volumeKind)) == 0 && len(e.folders(snapshotKind)) == 0
 	})
 	r.stuck = e.stuck(tr)
-	made, deleted := e.driverVolumes()
-	r.made, r.deleted = len(made), len(deleted)
-	left := e.volumeFolders()
-	r.leaked = len(left)
-	if r.leaked > 0 {
-		t.Errorf("%d volumes left in the driver's folder %s: %v", r.leaked, filepath.Join(e.root, "volumes"), firstOf(left))
+	if w.snaps != nil {
+		r.snapsStuck = w.snaps.stuck()
 	}
-	if r.made != n {
-		t.Errorf("the driver made %d volumes for %d claims", r.made, n)
-	}
-	for id := range made {
-		if !deleted[id] {
-			t.Errorf("volume %s was made and never deleted", id)
+	var nodes []string
+	for _, d := range e.drivers {
+		made, deleted := e.checkGone(d, volumeKind)
+		r.made, r.deleted = r.made+made, r.deleted+deleted
+		nodes = append(nodes, fmt.Sprintf("%s %d/%d", d.node, deleted, made))
+		if w.snaps != nil {
+			made, deleted := e.checkGone(d, snapshotKind)
+			r.snapsMade, r.snapsDeleted = r.snapsMade+made, r.snapsDeleted+deleted
 		}
+	}
+	if len(e.drivers) > 1 {
+		r.perNode = strings.Join(nodes, ", ")
+	}
+	r.leaked = len(e.folders(volumeKind))
+	r.snapsLeaked = len(e.folders(snapshotKind))
+	if r.made != n {
+		t.Errorf("the drivers made %d volumes for %d claims", r.made, n)
+	}
+	if r.snapsMade != r.snaps {
+		t.Errorf("the drivers made %d snapshots for %d VolumeSnapshots", r.snapsMade, r.snaps)
 	}
 	r.took = time.Since(start)
 	return r
+}
+
+// kinds are what the drivers make for w: volumes, and snapshots if w has
+// them.
+func (e *env) kinds(w workload) []kind {
+	if w.snaps != nil {
+		return []kind{volumeKind, snapshotKind}
+	}
+	return []kind{volumeKind}
+}
+
+// checkGone checks, once all is deleted, that d's driver deleted each k it
+// made and that its folder holds none: each a test error. It returns how
+// many it made and deleted.
+func (e *env) checkGone(d *nodeDriver, k kind) (made, deleted int) {
+	t := e.t
+	t.Helper()
+	m, del := d.logged(t, k)
+	for id := range m {
+		if !del[id] {
+			t.Errorf("the driver of %s made %s %s and never deleted it (its logs %v)", d.node, k.folder, id, d.logs())
+		}
+	}
+	if left := d.folders(t, k); len(left) > 0 {
+		t.Errorf("%d %s left in the folder of the driver of %s, %s: %v", len(left), k.folder, d.node, filepath.Join(d.root, k.folder), firstOf(left))
+	}
+	return len(m), len(del)
 }
 
 // pollFor polls cond until it holds or timeout passes; false at timeout.
@@ -238,22 +303,22 @@ func pollFor(ctx context.Context, timeout time.Duration, cond func() bool) bool 
 	return true
 }
 
-func (e *env) createClaims(n int) {
+func (e *env) createClaims(w workload) {
 	e.t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, n)
+	errs := make(chan error, w.n)
 	next := make(chan int)
 	for range 8 {
 		wg.Go(func() {
 			for i := range next {
-				_, err := e.c.Client.CoreV1().PersistentVolumeClaims(namespace).Create(e.t.Context(), claim(i), metav1.CreateOptions{})
+				_, err := e.c.Client.CoreV1().PersistentVolumeClaims(namespace).Create(e.t.Context(), w.claim(i), metav1.CreateOptions{})
 				if err != nil {
 					errs <- err
 				}
 			}
 		})
 	}
-	for i := range n {
+	for i := range w.n {
 		next <- i
 	}
 	close(next)
@@ -271,10 +336,30 @@ func claim(i int) *corev1.PersistentVolumeClaim {
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}}}}
 }
 
-func (e *env) deleteClaims(n int) {
+// deleteAll deletes the claims made from another (restores) first, then
+// the snapshots, then the rest, their sources among them, without waiting
+// between them.
+func (e *env) deleteAll(w workload) {
 	e.t.Helper()
-	for i := range n {
-		if err := e.c.Client.CoreV1().PersistentVolumeClaims(namespace).Delete(e.t.Context(), claim(i).Name, metav1.DeleteOptions{}); err != nil {
+	var restores, rest []string
+	for i := range w.n {
+		if c := w.claim(i); c.Spec.DataSource != nil {
+			restores = append(restores, c.Name)
+		} else {
+			rest = append(rest, c.Name)
+		}
+	}
+	e.deleteClaims(restores)
+	if w.snaps != nil {
+		w.snaps.delete()
+	}
+	e.deleteClaims(rest)
+}
+
+func (e *env) deleteClaims(names []string) {
+	e.t.Helper()
+	for _, name := range names {
+		if err := e.c.Client.CoreV1().PersistentVolumeClaims(namespace).Delete(e.t.Context(), name, metav1.DeleteOptions{}); err != nil {
 			e.t.Fatalf("delete claim: %v", err)
 		}
 	}
@@ -282,9 +367,10 @@ func (e *env) deleteClaims(n int) {
 
 // checkBound checks the state with every claim Bound, from the API: each
 // claim's PV names it (by UID) and no other claim, its volume is in the
-// driver's folder; and, from the watches, no claim was ever bound to a
+// folder of the driver of the claim's selected node (if it has one) and of
+// the PV's node affinity; and, from the watches, no claim was ever bound to a
 // second PV and no PV ever named a second claim.
-func (e *env) checkBound(tr *tracker, n int) {
+func (e *env) checkBound(tr *tracker, w workload) {
 	t := e.t
 	t.Helper()
 	ctx := t.Context()
@@ -300,13 +386,14 @@ func (e *env) checkBound(tr *tracker, n int) {
 	for _, pv := range pvs.Items {
 		byName[pv.Name] = pv
 	}
-	folders := map[string]bool{}
-	for _, f := range e.volumeFolders() {
-		folders[f] = true
-	}
+	folders := e.folders(volumeKind)
 	owner := map[string]string{}
 	for _, c := range claims.Items {
 		pv, ok := byName[c.Spec.VolumeName]
+		var at string // the node whose driver's folder holds the volume
+		if ok && pv.Spec.CSI != nil {
+			at = folders[pv.Spec.CSI.VolumeHandle]
+		}
 		switch {
 		case c.Status.Phase != corev1.ClaimBound || !ok:
 			t.Errorf("claim %s: %s, volume %q (found: %v)", c.Name, c.Status.Phase, c.Spec.VolumeName, ok)
@@ -314,12 +401,16 @@ func (e *env) checkBound(tr *tracker, n int) {
 			t.Errorf("PV %s is the volume of claims %s and %s", pv.Name, owner[pv.Name], c.Name)
 		case pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != c.UID:
 			t.Errorf("claim %s is bound to PV %s, whose claimRef is %v", c.Name, pv.Name, pv.Spec.ClaimRef)
-		case pv.Spec.CSI == nil || !folders[pv.Spec.CSI.VolumeHandle]:
-			t.Errorf("PV %s of claim %s: its volume is not in the driver's folder", pv.Name, c.Name)
+		case at == "":
+			t.Errorf("PV %s of claim %s: its volume is not in a driver's folder", pv.Name, c.Name)
+		case c.Annotations[annSelectedNode] != "" && c.Annotations[annSelectedNode] != at:
+			t.Errorf("claim %s, selected node %s: its volume %s is in the folder of the driver of %s", c.Name, c.Annotations[annSelectedNode], pv.Name, at)
+		case cluster.PVNode(&pv) != "" && cluster.PVNode(&pv) != at:
+			t.Errorf("PV %s of claim %s: affinity to %s, its volume in the folder of the driver of %s", pv.Name, c.Name, cluster.PVNode(&pv), at)
 		}
 		owner[pv.Name] = c.Name
 	}
-	if len(claims.Items) != n || len(pvs.Items) != n {
+	if n := w.n; len(claims.Items) != n || len(pvs.Items) != n {
 		t.Errorf("%d claims and %d PVs, want %d of each", len(claims.Items), len(pvs.Items), n)
 	}
 	tr.mu.Lock()
@@ -372,45 +463,73 @@ func recordOf(ann map[string]string) map[string]string {
 	return out
 }
 
-var volumeIDField = regexp.MustCompile(`volumeID="([^"]+)"`)
+// annSelectedNode is the node the scheduler chose for a claim of a
+// WaitForFirstConsumer class, which the provisioner of that node serves.
+const annSelectedNode = "volume.kubernetes.io/selected-node"
 
-// driverVolumes reads the driver's log: the IDs of the volumes it made and
-// of those it deleted (its log says each; a DeleteVolume of a volume it
-// does not hold says it too).
-func (e *env) driverVolumes() (made, deleted map[string]bool) {
-	e.t.Helper()
-	data, err := os.ReadFile(e.driver.LogPath)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+// kind is what a driver keeps in a folder of its root, and how its log
+// says it made or deleted one (a delete of one it does not hold says it
+// too).
+type kind struct {
+	folder, made, deleted string
+	id                    *regexp.Regexp
+}
+
+var (
+	volumeKind   = kind{"volumes", `"Created volume"`, `"Deleted volume"`, regexp.MustCompile(`volumeID="([^"]+)"`)}
+	snapshotKind = kind{"snapshots", `"Created snapshot"`, `"Deleted snapshot"`, regexp.MustCompile(`snapshotID="([^"]+)"`)}
+)
+
+// logged reads the logs of every start of d's driver: the IDs of the k it
+// made and of those it deleted.
+func (d *nodeDriver) logged(t cluster.T, k kind) (made, deleted map[string]bool) {
+	t.Helper()
 	made, deleted = map[string]bool{}, map[string]bool{}
-	for line := range strings.Lines(string(data)) {
-		m := volumeIDField.FindStringSubmatch(line)
-		switch {
-		case m == nil:
-		case strings.Contains(line, `"Created volume"`):
-			made[m[1]] = true
-		case strings.Contains(line, `"Deleted volume"`):
-			deleted[m[1]] = true
+	for _, path := range d.logs() {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(data)) {
+			m := k.id.FindStringSubmatch(line)
+			switch {
+			case m == nil:
+			case strings.Contains(line, k.made):
+				made[m[1]] = true
+			case strings.Contains(line, k.deleted):
+				deleted[m[1]] = true
+			}
 		}
 	}
 	return made, deleted
 }
 
-// volumeFolders lists the volumes in the driver's folder.
-func (e *env) volumeFolders() []string {
-	e.t.Helper()
-	entries, err := os.ReadDir(filepath.Join(e.root, "volumes"))
+// folders lists the k in d's driver's folder.
+func (d *nodeDriver) folders(t cluster.T, k kind) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(d.root, k.folder))
 	if err != nil && !os.IsNotExist(err) {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	var ids []string
-	for _, d := range entries {
-		if d.IsDir() {
-			ids = append(ids, d.Name())
+	for _, de := range entries {
+		if de.IsDir() {
+			ids = append(ids, de.Name())
 		}
 	}
 	return ids
+}
+
+// folders maps each k in the folder of each node's driver to the node.
+func (e *env) folders(k kind) map[string]string {
+	e.t.Helper()
+	at := map[string]string{}
+	for _, d := range e.drivers {
+		for _, id := range d.folders(e.t, k) {
+			at[id] = d.node
+		}
+	}
+	return at
 }
 
 // firstOf names at most 5 of a list or set, for error messages.

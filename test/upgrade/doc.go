@@ -3,18 +3,21 @@
 // provisioner upgraded and rolled back while its claims are in flight, the
 // binder's two replicas of different versions handing the lease over
 // mid-binding, and an old binder with a new provisioner and the other way
-// round. Each case checks that every claim was bound once to a volume of
-// its own, that nothing is left stuck once the claims are deleted, and
-// that every volume the driver made was deleted, none while its claim
-// lived.
+// round (through restores from VolumeSnapshots too). Each case checks
+// that every claim was bound once to a volume of its own, that nothing is
+// left stuck once the claims are deleted, and that every volume (and
+// snapshot) each driver made was deleted, none while its claim lived.
 //
 //   - refbuild.go: BuildRef builds the provisioner, the binder and the
 //     example local driver of a git ref of this repository (the "previous
 //     version"), cached under .cache/upgrade/<commit>.
-//   - stack_test.go: one fake node with the local driver behind a slow
+//   - stack_test.go: fake nodes, each with its local driver behind a slow
 //     socket (cluster.StartUnixDelayProxy), provisioners and binders whose
 //     binaries are chosen per process, started and stopped by the cases.
-//   - check_test.go: the invariants and the per-case summary line.
+//   - snapshot_test.go: the snapshot-controller and csi-snapshotter, and a
+//     workload whose every fourth claim is restored from a VolumeSnapshot.
+//   - check_test.go: the workload's life (exercise) and the invariants,
+//     over each node's driver: its logs and its folder.
 //   - upgrade_test.go: the cases.
 //
 // `make upgrade` runs it with 200 claims per case; TETHER_UPGRADE_N sizes

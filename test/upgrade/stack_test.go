@@ -30,22 +30,53 @@ const (
 // kcmControllers: KCM without its binder (tether's runs), as test/e2e's.
 var kcmControllers = []string{"*", "-persistentvolume-binder-controller", "-node-lifecycle-controller"}
 
-// env is one case's control plane and its one fake node: the example local
-// driver (a current build: the driver is not what is upgraded) and, in front
-// of its socket, a delay proxy that makes every CSI call take latency.
+// env is one case's control plane and its fake nodes, each with the
+// example local driver (a current build: the driver is not what is
+// upgraded) behind a delay proxy that makes every CSI call take latency.
 type env struct {
 	t       *testing.T
 	c       *cluster.Cluster
-	root    string // the driver's --root; volumes are folders in root/volumes
-	driver  *cluster.Process
-	slow    string // the socket the provisioners use
+	drivers []*nodeDriver // one per node
+	// multi: several nodes, whose processes' names say their node.
+	multi   bool
 	latency time.Duration
 	// started counts the processes of each name prefix, so that each
 	// start has a log of its own.
 	started map[string]int
 }
 
+// nodeDriver is one node's local driver: its folder, its socket and the
+// slow socket in front of it, and each of its starts (a DaemonSet's roll
+// starts it again on the same folder, each start with its own log).
+type nodeDriver struct {
+	node string
+	root string // the driver's --root; volumes are folders in root/volumes
+	// socket is the driver's, slow the proxy's in front of it, which the
+	// provisioners and the csi-snapshotter use.
+	socket, slow string
+	path         string // the driver's binary
+	runs         []*cluster.Process
+}
+
+// logs are the paths of the logs of each start of the driver.
+func (d *nodeDriver) logs() []string {
+	var paths []string
+	for _, p := range d.runs {
+		paths = append(paths, p.LogPath)
+	}
+	return paths
+}
+
+// startEnv starts a control plane with one fake node, node, its driver and
+// an Immediate class.
 func startEnv(t *testing.T, driver string, latency time.Duration) *env {
+	t.Helper()
+	return startNodes(t, driver, latency, []string{node}, storagev1.VolumeBindingImmediate)
+}
+
+// startNodes starts a control plane with a fake node of each name, each
+// with its own driver, and the class, of the binding mode given.
+func startNodes(t *testing.T, driver string, latency time.Duration, nodes []string, binding storagev1.VolumeBindingMode) *env {
 	t.Helper()
 	c := cluster.Start(t, cluster.Options{Scheduler: true, Controllers: kcmControllers,
 		APIServerArgs: map[string][]string{"max-requests-inflight": {"1000"}, "max-mutating-requests-inflight": {"500"}}})
@@ -55,34 +86,51 @@ func startEnv(t *testing.T, driver string, latency time.Duration) *env {
 		Spec: storagev1.CSIDriverSpec{AttachRequired: &no}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.AddFakeNode(ctx, c.Client, cluster.FakeNode{Name: node, Labels: map[string]string{cluster.LocalKey: node},
-		Driver: cluster.LocalDriver, TopologyKeys: []string{cluster.LocalKey}}); err != nil {
-		t.Fatal(err)
-	}
-	mode, policy := storagev1.VolumeBindingImmediate, corev1.PersistentVolumeReclaimDelete
+	policy := corev1.PersistentVolumeReclaimDelete
 	if _, err := c.Client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class},
-		Provisioner: cluster.LocalDriver, VolumeBindingMode: &mode, ReclaimPolicy: &policy}, metav1.CreateOptions{}); err != nil {
+		Provisioner: cluster.LocalDriver, VolumeBindingMode: &binding, ReclaimPolicy: &policy}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "upg") // socket paths must be short
-	if err != nil {
-		t.Fatal(err)
+	e := &env{t: t, c: c, latency: latency, multi: len(nodes) > 1, started: map[string]int{}}
+	for _, name := range nodes {
+		if err := cluster.AddFakeNode(ctx, c.Client, cluster.FakeNode{Name: name, Labels: map[string]string{cluster.LocalKey: name},
+			Driver: cluster.LocalDriver, TopologyKeys: []string{cluster.LocalKey}}); err != nil {
+			t.Fatal(err)
+		}
+		dir, err := os.MkdirTemp("", "upg") // socket paths must be short
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		d := &nodeDriver{node: name, root: filepath.Join(dir, "root"), socket: filepath.Join(dir, "csi.sock"),
+			slow: filepath.Join(dir, "slow.sock"), path: driver}
+		e.drivers = append(e.drivers, d)
+		e.startDriver(d)
+		proxy, err := cluster.StartUnixDelayProxy(d.slow, d.socket, latency/2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = proxy.Close() })
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	e := &env{t: t, c: c, root: filepath.Join(dir, "root"), slow: filepath.Join(dir, "slow.sock"), latency: latency, started: map[string]int{}}
-	socket := filepath.Join(dir, "csi.sock")
-	e.driver = c.Run(t, cluster.ProcessOptions{Name: "driver", Path: driver, Args: []string{"--endpoint=" + socket,
-		"--node-id=" + node, "--root=" + e.root, "--capacity=100Ti", "-v=5"}})
-	e.poll("the driver's socket", time.Minute, func(context.Context) (bool, error) {
-		_, err := os.Stat(socket)
-		return err == nil, nil
-	})
-	proxy, err := cluster.StartUnixDelayProxy(e.slow, socket, latency/2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
 	return e
+}
+
+// startDriver starts d's driver, a log of its own for each start, and
+// waits until it serves. The proxy dials the socket for each connection:
+// it outlives the driver's restarts.
+func (e *env) startDriver(d *nodeDriver) {
+	e.t.Helper()
+	name := "driver"
+	if e.multi {
+		name += "-" + d.node
+	}
+	if len(d.runs) > 0 {
+		name += fmt.Sprintf("-%d", len(d.runs)+1)
+	}
+	p := e.c.Run(e.t, cluster.ProcessOptions{Name: name, Path: d.path, Args: []string{"--endpoint=" + d.socket,
+		"--node-id=" + d.node, "--root=" + d.root, "--capacity=100Ti", "-v=5"}})
+	d.runs = append(d.runs, p)
+	e.waitLog(p, `"Serving"`)
 }
 
 // poll polls cond every 100ms until it holds, or fails the test after
@@ -119,15 +167,26 @@ func leaderArgs(elect bool, prefix string) []string {
 	return append(args, "--leader-elect-resource-namespace="+namespace)
 }
 
-// provisioner starts a node-deployment provisioner of version b on the slow
-// socket; elect turns leader election on (two replicas).
+// provisioner starts a node-deployment provisioner of version b on node's
+// slow socket; elect turns leader election on (two replicas).
 func (e *env) provisioner(b Binaries, elect bool) *cluster.Process {
 	e.t.Helper()
-	args := append([]string{"--kubeconfig=" + e.c.Kubeconfig, "--csi-address=" + e.slow, "--node-deployment",
+	return e.provisionerOn(e.drivers[0], b, elect, workers)
+}
+
+// provisionerOn starts a node-deployment provisioner of version b beside
+// d's driver, with workers workers.
+func (e *env) provisionerOn(d *nodeDriver, b Binaries, elect bool, workers int) *cluster.Process {
+	e.t.Helper()
+	args := append([]string{"--kubeconfig=" + e.c.Kubeconfig, "--csi-address=" + d.slow, "--node-deployment",
 		"--node-deployment-base-delay=200ms", "--node-deployment-max-delay=2s",
 		"--retry-interval-start=200ms", "--retry-interval-max=5s", fmt.Sprintf("--worker-threads=%d", workers), "-v=4"},
 		leaderArgs(elect, "leader-election")...)
-	return e.run("provisioner", b, b.Provisioner, args, "NODE_NAME="+node, "NAMESPACE="+namespace)
+	role := "provisioner"
+	if e.multi {
+		role += "-" + d.node
+	}
+	return e.run(role, b, b.Provisioner, args, "NODE_NAME="+d.node, "NAMESPACE="+namespace)
 }
 
 // binder starts a binder of version b; elect turns leader election on.
@@ -140,9 +199,15 @@ func (e *env) binder(b Binaries, elect bool) *cluster.Process {
 // waitLeader waits until p logs that it leads.
 func (e *env) waitLeader(p *cluster.Process) {
 	e.t.Helper()
-	e.poll(p.LogPath+": Became leader", 2*time.Minute, func(context.Context) (bool, error) {
+	e.waitLog(p, "Became leader")
+}
+
+// waitLog waits until p's log holds text.
+func (e *env) waitLog(p *cluster.Process, text string) {
+	e.t.Helper()
+	e.poll(p.LogPath+": "+text, 2*time.Minute, func(context.Context) (bool, error) {
 		data, err := os.ReadFile(p.LogPath)
-		return err == nil && strings.Contains(string(data), "Became leader"), nil
+		return err == nil && strings.Contains(string(data), text), nil
 	})
 }
 

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -57,8 +58,15 @@ func skipUnlessTools(t *testing.T) {
 // summary prints a case's line of figures.
 func summary(t *testing.T, name string, r result) {
 	t.Helper()
-	t.Logf("upgrade summary: %s: claims %d, volumes made %d, deleted %d, leaked %d, stuck %d, deleted while claims lived %d, records left at all Bound %d (annotated %d), time %s",
-		name, r.claims, r.made, r.deleted, r.leaked, r.stuck, r.deletedEarly, r.records, r.annotated, r.took.Round(100*time.Millisecond))
+	var more string
+	if r.snaps > 0 {
+		more += fmt.Sprintf(", snapshots %d (made %d, deleted %d, leaked %d, stuck %d)", r.snaps, r.snapsMade, r.snapsDeleted, r.snapsLeaked, r.snapsStuck)
+	}
+	if r.perNode != "" {
+		more += ", volumes deleted/made per node: " + r.perNode
+	}
+	t.Logf("upgrade summary: %s: claims %d, volumes made %d, deleted %d, leaked %d, stuck %d, deleted while claims lived %d, records left at all Bound %d (annotated %d)%s, time %s",
+		name, r.claims, r.made, r.deleted, r.leaked, r.stuck, r.deletedEarly, r.records, r.annotated, more, r.took.Round(100*time.Millisecond))
 }
 
 // Case a: the provisioner upgraded, then rolled back, while claims are in
@@ -77,7 +85,7 @@ func TestProvisionerUpgradeRollback(t *testing.T) {
 	old := e.provisioner(prev, true)
 	e.waitLeader(old)
 	var next *cluster.Process
-	r := e.exercise(tr, n, []step{
+	r := e.exercise(tr, plain(n), []step{
 		{0.25, "upgrade the provisioner " + prev.Version + " -> " + cur.Version, func() {
 			next = e.provisioner(cur, true)
 			e.stop(old)
@@ -112,7 +120,7 @@ func TestBinderUpgradeRollback(t *testing.T) {
 	old := e.binder(prev, true)
 	e.waitLeader(old)
 	next := e.binder(cur, true)
-	r := e.exercise(tr, n, []step{
+	r := e.exercise(tr, plain(n), []step{
 		{0.25, "upgrade: stop the leading binder " + prev.Version + ", " + cur.Version + " takes over", func() {
 			e.stop(old)
 			e.waitLeader(next)
@@ -133,7 +141,11 @@ func TestBinderUpgradeRollback(t *testing.T) {
 }
 
 // Case c: each program at one version and the other at the other, through
-// a whole life of the claims: created, bound, deleted.
+// a whole life of the claims: created, bound, deleted. Every fourth claim
+// is restored from a VolumeSnapshot of another, the snapshot taken as its
+// source binds and the restore made at once (restores(): the restore
+// waits, protected, for the snapshot); the restores are deleted first,
+// then the snapshots, then their sources, without waiting between.
 func TestSkew(t *testing.T) {
 	skipUnlessTools(t)
 	prev, cur := versions(t)
@@ -147,10 +159,11 @@ func TestSkew(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := startEnv(t, cur.Driver, latency)
+			sc := e.startSnapshots()
 			tr := e.track()
 			e.binder(c.binder, false)
 			e.provisioner(c.provisioner, false)
-			r := e.exercise(tr, n, nil, nil)
+			r := e.exercise(tr, e.restores(n, sc), nil, nil)
 			summary(t, "c binder "+c.binder.Version+", provisioner "+c.provisioner.Version, r)
 		})
 	}
