@@ -2,18 +2,21 @@
 // real control plane (docs/upgrade.md's skew policy): the
 // provisioner upgraded and rolled back while its claims are in flight, the
 // binder's two replicas of different versions handing the lease over
-// mid-binding, and an old binder with a new provisioner and the other way
-// round (through restores from VolumeSnapshots too). Each case checks
-// that every claim was bound once to a volume of its own, that nothing is
-// left stuck once the claims are deleted, and that every volume (and
-// snapshot) each driver made was deleted, none while its claim lived.
+// mid-binding, an old binder with a new provisioner and the other way
+// round (through restores from VolumeSnapshots too), and the example
+// driver's DaemonSet in node-deployment mode rolled node by node on three
+// nodes. Each case checks that every claim was bound once to a volume of
+// its own, that nothing is left stuck once the claims are deleted, and
+// that every volume (and snapshot) each driver made was deleted, none
+// while its claim lived.
 //
 //   - refbuild.go: BuildRef builds the provisioner, the binder and the
 //     example local driver of a git ref of this repository (the "previous
 //     version"), cached under .cache/upgrade/<commit>.
 //   - stack_test.go: fake nodes, each with its local driver behind a slow
 //     socket (cluster.StartUnixDelayProxy), provisioners and binders whose
-//     binaries are chosen per process, started and stopped by the cases.
+//     binaries are chosen per process, started and stopped by the cases,
+//     and a node's pod of the DaemonSet (driver and provisioner), rolled.
 //   - snapshot_test.go: the snapshot-controller and csi-snapshotter, and a
 //     workload whose every fourth claim is restored from a VolumeSnapshot.
 //   - check_test.go: the workload's life (exercise) and the invariants,

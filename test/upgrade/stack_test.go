@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -216,4 +217,61 @@ func (e *env) stop(p *cluster.Process) {
 	e.t.Helper()
 	e.t.Logf("%s: stop %s", time.Now().Format("15:04:05.000"), filepath.Base(p.LogPath))
 	p.Stop(10 * time.Second)
+}
+
+// pod is one node's pod of the example driver's DaemonSet in
+// node-deployment mode (deploy/csi/local/node-plugin.yaml): the driver and
+// a provisioner beside it, without leader election (one pod per node).
+type pod struct {
+	d           *nodeDriver
+	version     string
+	provisioner *cluster.Process
+}
+
+// nodeWorkers is each node's provisioner's --worker-threads in the
+// DaemonSet's case for n claims: fewer than workers, so that each node's
+// claims are still in flight when the roll reaches it, and the rollback
+// after it (a node's claims take 7 rounds of the latency at 40 claims, 22
+// at 200).
+func nodeWorkers(n int) int { return max(2, n/60) }
+
+// startPod starts the pod of version b on d's node, for n claims; d's driver is running
+// (startNodes starts it, stopPod stops it). It returns once the driver
+// serves: the pod's containers run, which makes it Ready (the DaemonSet
+// has no readiness probe), not once the provisioner has started.
+func (e *env) startPod(d *nodeDriver, b Binaries, n int) *pod {
+	e.t.Helper()
+	if !d.runs[len(d.runs)-1].Running() {
+		e.startDriver(d)
+	}
+	return &pod{d: d, version: b.Version, provisioner: e.provisionerOn(d, b, false, nodeWorkers(n))}
+}
+
+// stopPod stops a pod as the kubelet does: SIGTERM to each container at
+// once, SIGKILL after the grace.
+func (e *env) stopPod(p *pod) {
+	e.t.Helper()
+	e.t.Logf("%s: stop the pod of %s on %s", time.Now().Format("15:04:05.000"), p.version, p.d.node)
+	var wg sync.WaitGroup
+	wg.Go(func() { p.provisioner.Stop(10 * time.Second) })
+	p.d.runs[len(p.d.runs)-1].Stop(10 * time.Second)
+	wg.Wait()
+}
+
+// roll rolls the DaemonSet to version b as its RollingUpdate does by
+// default (maxUnavailable 1, maxSurge 0): one node at a time, the old pod
+// stopped, then the new one started, and the next node once it is Ready.
+// Then it waits until each new provisioner has started its controller (it
+// takes a few calls to the slow driver), as one would before rolling back.
+func (e *env) roll(pods []*pod, b Binaries, n int, tr *tracker) {
+	e.t.Helper()
+	for i, p := range pods {
+		e.t.Logf("%s: roll %s to %s at %s", time.Now().Format("15:04:05.000"), p.d.node, b.Version, tr.progress())
+		e.stopPod(p)
+		pods[i] = e.startPod(p.d, b, n)
+	}
+	for _, p := range pods {
+		e.waitLog(p.provisioner, "Started provisioner controller")
+	}
+	e.t.Logf("%s: rolled to %s at %s", time.Now().Format("15:04:05.000"), b.Version, tr.progress())
 }

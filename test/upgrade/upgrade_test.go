@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
 	"github.com/tether-csi/tether/test/cluster"
 )
 
@@ -167,4 +170,46 @@ func TestSkew(t *testing.T) {
 			summary(t, "c binder "+c.binder.Version+", provisioner "+c.provisioner.Version, r)
 		})
 	}
+}
+
+// Case d: the example driver's DaemonSet in node-deployment mode
+// (deploy/csi/local): on each of three nodes a pod of the local driver and
+// a provisioner beside it, claims of a WaitForFirstConsumer class spread
+// across the nodes by their selected-node annotation (as the scheduler
+// writes it). While the claims are provisioned the DaemonSet is rolled to
+// the current version node by node, then back; the claims are deleted, and
+// it is rolled once more mid-deletion. Each roll is what a DaemonSet's
+// default RollingUpdate does (maxUnavailable 1, maxSurge 0): on one node at
+// a time the old pod is stopped (driver and provisioner, SIGTERM then
+// SIGKILL after 10 s), the new one started on the same driver folder, and
+// the next node as soon as it is Ready: its containers run (the DaemonSet
+// has no readiness probe), the provisioner still connecting to its driver. The driver is the current build
+// in both pods (it is not what is upgraded); a current binder binds.
+func TestNodeDeploymentRoll(t *testing.T) {
+	skipUnlessTools(t)
+	prev, cur := versions(t)
+	n := claimsPerCase(t)
+	nodes := []string{"node-1", "node-2", "node-3"}
+	e := startNodes(t, cur.Driver, latency, nodes, storagev1.VolumeBindingWaitForFirstConsumer)
+	tr := e.track()
+	e.binder(cur, false)
+	var pods []*pod
+	for _, d := range e.drivers {
+		pods = append(pods, e.startPod(d, prev, n))
+	}
+	for _, p := range pods {
+		e.waitLog(p.provisioner, "Started provisioner controller")
+	}
+	w := workload{n: n, claim: func(i int) *corev1.PersistentVolumeClaim {
+		c := claim(i)
+		c.Annotations = map[string]string{annSelectedNode: nodes[i%len(nodes)]}
+		return c
+	}}
+	r := e.exercise(tr, w, []step{
+		{0.15, "roll the DaemonSet " + prev.Version + " -> " + cur.Version + " node by node", func() { e.roll(pods, cur, n, tr) }},
+		{0.5, "roll it back " + cur.Version + " -> " + prev.Version + " node by node", func() { e.roll(pods, prev, n, tr) }},
+	}, []step{
+		{0.2, "roll it again, mid-deletion", func() { e.roll(pods, cur, n, tr) }},
+	})
+	summary(t, "d DaemonSet of 3 nodes "+prev.Version+"->current->"+prev.Version+" node by node mid-provisioning, ->current mid-deletion", r)
 }
