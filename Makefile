@@ -132,7 +132,7 @@ bench-slowdriver: tools ## tether against KCM+EP v6.3.0 through a driver that sp
 # case.
 TETHER_UPGRADE_N ?= 200
 .PHONY: upgrade
-upgrade: tools ## mixed versions on a real control plane through a driver that takes 2s per call: the provisioner, then the binder, upgraded and rolled back mid-provisioning, each old with the other new (with restores from snapshots), the local driver's DaemonSet rolled node by node on three nodes; TETHER_UPGRADE_N claims per case (200), TETHER_UPGRADE_FROM the previous version; checks no double binding, nothing stuck or leaked
+upgrade: tools ## mixed versions on a real control plane through a driver that takes 2s per call: the provisioner, then the binder, upgraded and rolled back mid-provisioning, each old with the other new (with clones and restores from snapshots), the local driver's DaemonSet rolled node by node on three nodes; TETHER_UPGRADE_N claims per case (200), TETHER_UPGRADE_FROM the previous version; checks no double binding, nothing stuck or leaked
 	TETHER_UPGRADE_N=$(TETHER_UPGRADE_N) $(GO) test -count=1 -timeout 60m -v \
 	  -run '^(TestProvisionerUpgradeRollback|TestBinderUpgradeRollback|TestSkew|TestNodeDeploymentRoll)$$' ./test/upgrade/
 

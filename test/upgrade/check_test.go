@@ -159,9 +159,9 @@ type result struct {
 	// snaps: the VolumeSnapshots, and the snapshots the driver made,
 	// deleted and left (snapsStuck: VolumeSnapshots and contents left).
 	snaps, snapsMade, snapsDeleted, snapsLeaked, snapsStuck int
-	// perNode: with several drivers, each one's volumes made and deleted.
-	perNode string
-	took    time.Duration
+	// perDriver: with several drivers, each one's volumes deleted and made.
+	perDriver string
+	took      time.Duration
 }
 
 // workload is what a case makes and deletes: n claims, claim(i) the i-th,
@@ -209,10 +209,10 @@ func (e *env) exercise(tr *tracker, w workload, onBound, onGone []step) result {
 	}
 	e.checkBound(tr, w)
 	for _, k := range e.kinds(w) {
-		for _, d := range e.drivers {
+		for _, d := range e.backends() {
 			if _, early := d.logged(t, k); len(early) > 0 {
 				r.deletedEarly += len(early)
-				t.Errorf("the driver of %s deleted %d %s while every claim and snapshot lived (its logs %v): %v", d.node, len(early), k.folder, d.logs(), firstOf(early))
+				t.Errorf("the driver of %s deleted %d %s while every claim and snapshot lived (its logs %v): %v", d.name(), len(early), k.folder, d.logs(), firstOf(early))
 			}
 		}
 	}
@@ -236,17 +236,17 @@ func (e *env) exercise(tr *tracker, w workload, onBound, onGone []step) result {
 		r.snapsStuck = w.snaps.stuck()
 	}
 	var nodes []string
-	for _, d := range e.drivers {
+	for _, d := range e.backends() {
 		made, deleted := e.checkGone(d, volumeKind)
 		r.made, r.deleted = r.made+made, r.deleted+deleted
-		nodes = append(nodes, fmt.Sprintf("%s %d/%d", d.node, deleted, made))
+		nodes = append(nodes, fmt.Sprintf("%s %d/%d", d.name(), deleted, made))
 		if w.snaps != nil {
 			made, deleted := e.checkGone(d, snapshotKind)
 			r.snapsMade, r.snapsDeleted = r.snapsMade+made, r.snapsDeleted+deleted
 		}
 	}
-	if len(e.drivers) > 1 {
-		r.perNode = strings.Join(nodes, ", ")
+	if len(e.backends()) > 1 {
+		r.perDriver = strings.Join(nodes, ", ")
 	}
 	r.leaked = len(e.folders(volumeKind))
 	r.snapsLeaked = len(e.folders(snapshotKind))
@@ -269,20 +269,19 @@ func (e *env) kinds(w workload) []kind {
 	return []kind{volumeKind}
 }
 
-// checkGone checks, once all is deleted, that d's driver deleted each k it
-// made and that its folder holds none: each a test error. It returns how
-// many it made and deleted.
-func (e *env) checkGone(d *nodeDriver, k kind) (made, deleted int) {
+// checkGone checks, once all is deleted, that d deleted each k it made and
+// holds none: each a test error. It returns how many it made and deleted.
+func (e *env) checkGone(d backend, k kind) (made, deleted int) {
 	t := e.t
 	t.Helper()
 	m, del := d.logged(t, k)
 	for id := range m {
 		if !del[id] {
-			t.Errorf("the driver of %s made %s %s and never deleted it (its logs %v)", d.node, k.folder, id, d.logs())
+			t.Errorf("the driver of %s made %s %s and never deleted it (its logs %v)", d.name(), k.folder, id, d.logs())
 		}
 	}
-	if left := d.folders(t, k); len(left) > 0 {
-		t.Errorf("%d %s left in the folder of the driver of %s, %s: %v", len(left), k.folder, d.node, filepath.Join(d.root, k.folder), firstOf(left))
+	if left := d.held(t, k); len(left) > 0 {
+		t.Errorf("%d %s left in the driver of %s (%s): %v", len(left), k.folder, d.name(), d.where(k), firstOf(left))
 	}
 	return len(m), len(del)
 }
@@ -336,9 +335,9 @@ func claim(i int) *corev1.PersistentVolumeClaim {
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}}}}
 }
 
-// deleteAll deletes the claims made from another (restores) first, then
-// the snapshots, then the rest, their sources among them, without waiting
-// between them.
+// deleteAll deletes the claims made from another (clones, restores)
+// first, then the snapshots, then the rest, their sources among them,
+// without waiting between them.
 func (e *env) deleteAll(w workload) {
 	e.t.Helper()
 	var restores, rest []string
@@ -480,6 +479,32 @@ var (
 	snapshotKind = kind{"snapshots", `"Created snapshot"`, `"Deleted snapshot"`, regexp.MustCompile(`snapshotID="([^"]+)"`)}
 )
 
+// backend is a driver as the checks read it: its name (its node's, or
+// the mock's), the IDs of the volumes or snapshots (k) its logs say it made
+// and deleted, those it holds now, and where it holds them.
+type backend interface {
+	name() string
+	logs() []string
+	logged(t cluster.T, k kind) (made, deleted map[string]bool)
+	held(t cluster.T, k kind) []string
+	where(k kind) string
+}
+
+func (e *env) backends() []backend {
+	var bs []backend
+	for _, d := range e.drivers {
+		bs = append(bs, d)
+	}
+	if e.mock != nil {
+		bs = append(bs, e.mock)
+	}
+	return bs
+}
+
+func (d *nodeDriver) name() string { return d.node }
+
+func (d *nodeDriver) where(k kind) string { return filepath.Join(d.root, k.folder) }
+
 // logged reads the logs of every start of d's driver: the IDs of the k it
 // made and of those it deleted.
 func (d *nodeDriver) logged(t cluster.T, k kind) (made, deleted map[string]bool) {
@@ -504,8 +529,8 @@ func (d *nodeDriver) logged(t cluster.T, k kind) (made, deleted map[string]bool)
 	return made, deleted
 }
 
-// folders lists the k in d's driver's folder.
-func (d *nodeDriver) folders(t cluster.T, k kind) []string {
+// held lists the k in d's driver's folder.
+func (d *nodeDriver) held(t cluster.T, k kind) []string {
 	t.Helper()
 	entries, err := os.ReadDir(filepath.Join(d.root, k.folder))
 	if err != nil && !os.IsNotExist(err) {
@@ -520,13 +545,14 @@ func (d *nodeDriver) folders(t cluster.T, k kind) []string {
 	return ids
 }
 
-// folders maps each k in the folder of each node's driver to the node.
+// folders maps each k each driver holds (in the folder of each node's
+// driver, and the mock's) to the driver's name.
 func (e *env) folders(k kind) map[string]string {
 	e.t.Helper()
 	at := map[string]string{}
-	for _, d := range e.drivers {
-		for _, id := range d.folders(e.t, k) {
-			at[id] = d.node
+	for _, d := range e.backends() {
+		for _, id := range d.held(e.t, k) {
+			at[id] = d.name()
 		}
 	}
 	return at

@@ -3,9 +3,9 @@
 // provisioner upgraded and rolled back while its claims are in flight, the
 // binder's two replicas of different versions handing the lease over
 // mid-binding, an old binder with a new provisioner and the other way
-// round (through restores from VolumeSnapshots too), and the example
-// driver's DaemonSet in node-deployment mode rolled node by node on three
-// nodes. Each case checks that every claim was bound once to a volume of
+// round (through clones and restores from VolumeSnapshots too), and the
+// example driver's DaemonSet in node-deployment mode rolled node by node
+// on three nodes. Each case checks that every claim was bound once to a volume of
 // its own, that nothing is left stuck once the claims are deleted, and
 // that every volume (and snapshot) each driver made was deleted, none
 // while its claim lived.
@@ -17,10 +17,12 @@
 //     socket (cluster.StartUnixDelayProxy), provisioners and binders whose
 //     binaries are chosen per process, started and stopped by the cases,
 //     and a node's pod of the DaemonSet (driver and provisioner), rolled.
-//   - snapshot_test.go: the snapshot-controller and csi-snapshotter, and a
-//     workload whose every fourth claim is restored from a VolumeSnapshot.
+//   - snapshot_test.go: the snapshot-controller and csi-snapshotter, and
+//     the mixed workload: plain claims, restores, clones.
+//   - mock_test.go: the csi-test mock driver, for the clones (the local
+//     driver has no CLONE_VOLUME), read by the same checks (backend).
 //   - check_test.go: the workload's life (exercise) and the invariants,
-//     over each node's driver: its logs and its folder.
+//     over each driver: its logs and what it holds.
 //   - upgrade_test.go: the cases.
 //
 // `make upgrade` runs it with 200 claims per case; TETHER_UPGRADE_N sizes

@@ -54,19 +54,27 @@ func (e *env) startSnapshots() snapclientset.Interface {
 	return sc
 }
 
-// restores is n claims of which every fourth (claim 3, 7, ...) is restored
-// from a VolumeSnapshot of the claim three before it (0, 4, ...), snapshot
-// and restore made at once with every claim: the restore waits for the
-// snapshot, which waits for its source claim to bind.
-func (e *env) restores(n int, sc snapclientset.Interface) workload {
+// mixed is n claims, of each 8: two sources (0, 4) of a VolumeSnapshot
+// each, two restored from those snapshots (3 from 0's, 7 from 4's), two
+// plain (2, 6), and on the mock a source (1) and its clone (5). Snapshots,
+// restores and clones are made at once with every claim: a restore waits,
+// protected, for its snapshot, which waits for its source to bind, and a
+// clone for its source to bind.
+func (e *env) mixed(n int, sc snapclientset.Interface) workload {
 	s := &snapshots{e: e, sc: sc}
 	for i := 3; i < n; i += 4 {
 		s.of = append(s.of, i-3)
 	}
 	return workload{n: n, snaps: s, claim: func(i int) *corev1.PersistentVolumeClaim {
 		c := claim(i)
-		if i%4 == 3 {
+		switch i % 8 {
+		case 3, 7:
 			c.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To(snapv1.GroupName), Kind: "VolumeSnapshot", Name: snapName(i - 3)}
+		case 1:
+			c.Spec.StorageClassName = ptr.To(mockClass)
+		case 5:
+			c.Spec.StorageClassName = ptr.To(mockClass)
+			c.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: claim(i - 4).Name}
 		}
 		return c
 	}}

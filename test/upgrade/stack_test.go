@@ -38,6 +38,7 @@ type env struct {
 	t       *testing.T
 	c       *cluster.Cluster
 	drivers []*nodeDriver // one per node
+	mock    *mockDriver   // the clones' driver, if started (startMock)
 	// multi: several nodes, whose processes' names say their node.
 	multi   bool
 	latency time.Duration

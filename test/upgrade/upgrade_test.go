@@ -65,8 +65,8 @@ func summary(t *testing.T, name string, r result) {
 	if r.snaps > 0 {
 		more += fmt.Sprintf(", snapshots %d (made %d, deleted %d, leaked %d, stuck %d)", r.snaps, r.snapsMade, r.snapsDeleted, r.snapsLeaked, r.snapsStuck)
 	}
-	if r.perNode != "" {
-		more += ", volumes deleted/made per node: " + r.perNode
+	if r.perDriver != "" {
+		more += ", volumes deleted/made per driver: " + r.perDriver
 	}
 	t.Logf("upgrade summary: %s: claims %d, volumes made %d, deleted %d, leaked %d, stuck %d, deleted while claims lived %d, records left at all Bound %d (annotated %d)%s, time %s",
 		name, r.claims, r.made, r.deleted, r.leaked, r.stuck, r.deletedEarly, r.records, r.annotated, more, r.took.Round(100*time.Millisecond))
@@ -144,11 +144,11 @@ func TestBinderUpgradeRollback(t *testing.T) {
 }
 
 // Case c: each program at one version and the other at the other, through
-// a whole life of the claims: created, bound, deleted. Every fourth claim
-// is restored from a VolumeSnapshot of another, the snapshot taken as its
-// source binds and the restore made at once (restores(): the restore
-// waits, protected, for the snapshot); the restores are deleted first,
-// then the snapshots, then their sources, without waiting between.
+// a whole life of the claims: created, bound, deleted; with restores from
+// VolumeSnapshots and clones among them (mixed()), made while their
+// sources are, and deleted first, then the snapshots, then their sources,
+// without waiting between them. The clones are the mock's (the local
+// driver has none), with a provisioner of the same version.
 func TestSkew(t *testing.T) {
 	skipUnlessTools(t)
 	prev, cur := versions(t)
@@ -163,11 +163,13 @@ func TestSkew(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := startEnv(t, cur.Driver, latency)
 			sc := e.startSnapshots()
+			e.startMock()
 			tr := e.track()
 			e.binder(c.binder, false)
 			e.provisioner(c.provisioner, false)
-			r := e.exercise(tr, e.restores(n, sc), nil, nil)
-			summary(t, "c binder "+c.binder.Version+", provisioner "+c.provisioner.Version, r)
+			e.mockProvisioner(c.provisioner)
+			r := e.exercise(tr, e.mixed(n, sc), nil, nil)
+			summary(t, "c binder "+c.binder.Version+", provisioner "+c.provisioner.Version+", a quarter of the claims restores, an eighth clones", r)
 		})
 	}
 }
