@@ -34,7 +34,7 @@ func (p *Provisioner) volumeFor(ctx context.Context, resp *csi.CreateVolumeRespo
 	pv, err := request.BuildPV(resp, request.PVInput{
 		Name: in.Name, Driver: p.o.Driver.DriverName(), Identity: p.o.Identity, Claim: in.Claim,
 		ReclaimPolicy: request.ReclaimPolicy(in.Class), MountOptions: in.Class.MountOptions,
-		FSType: request.FSType(prep.params, p.o.Request.DefaultFSType), Secrets: prep.secretRefs,
+		FSType: request.ChosenFSType(prep.params, p.o.Request.DefaultFSType), Secrets: prep.secretRefs,
 	})
 	if err == nil && in.Migrated {
 		pv, err = migration.ToInTree(pv)

@@ -160,9 +160,9 @@ func copyMode(m *v1.PersistentVolumeMode) *v1.PersistentVolumeMode {
 	return &c
 }
 
-// FSType is the filesystem a PV of a class records: the class's fstype
+// ChosenFSType is the filesystem a PV of a class records: the class's fstype
 // parameter, else defaultFSType (--default-fstype).
-func FSType(params ClassParams, defaultFSType string) string {
+func ChosenFSType(params ClassParams, defaultFSType string) string {
 	if params.FSType != "" {
 		return params.FSType
 	}

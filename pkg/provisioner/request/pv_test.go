@@ -349,14 +349,14 @@ func FuzzBuildPV(f *testing.F) {
 	})
 }
 
-func TestFSType(t *testing.T) {
+func TestChosenFSType(t *testing.T) {
 	for _, tt := range []struct{ class, def, want string }{
 		{"xfs", "ext4", "xfs"},
 		{"", "ext4", "ext4"},
 		{"", "", ""},
 	} {
-		if got := FSType(ClassParams{FSType: tt.class}, tt.def); got != tt.want {
-			t.Errorf("FSType(%q, %q) = %q, want %q", tt.class, tt.def, got, tt.want)
+		if got := ChosenFSType(ClassParams{FSType: tt.class}, tt.def); got != tt.want {
+			t.Errorf("ChosenFSType(%q, %q) = %q, want %q", tt.class, tt.def, got, tt.want)
 		}
 	}
 }
