@@ -1,0 +1,27 @@
+// Package scope decides which claims and PVs one provisioner keeps whole
+// in its caches, and builds the informers that keep only those: the
+// claims and PVs it answers for, and not the rest of the cluster's. Of the
+// others it keeps names only, as hashes (Seen), for the readers that must
+// know every volume name in use (the orphan sweep, the check that a new
+// volume's name is free).
+//
+// The files:
+//   - rules.go: Scope, pure: Claim and Volume (whether to keep one whole:
+//     a PV the provisioner answers for, Ours, while it is not Settled),
+//     KeepClaim and KeepVolume (whether one kept stays kept), MayBeOn (a
+//     PV's node affinity against a node whose labels may still grow), and
+//     NarrowedLabels (a change of the node's labels that needs a new
+//     listing).
+//   - keeper.go: Keeper, one resource's state: the keys and UIDs it keeps,
+//     and its Seen; it takes a listing (Relist) and each watch event
+//     (Added, Modified, Deleted) and says Keep, Forget or Skip.
+//   - seen.go: Seen, the counted hashes of every object's names.
+//   - watch.go: ListerWatcher, a resource's list and watch through a
+//     Keeper: listings a page at a time, what is kept passed on, a
+//     deletion for what is no longer kept, a bookmark for what is skipped.
+//   - informers.go: the claim and PV Keepers of a Scope, and the informers
+//     built on them.
+//
+// It writes nothing. The simulator (test/sim) runs the same Keepers on its
+// caches, so every schedule runs the provisioner on what it keeps.
+package scope

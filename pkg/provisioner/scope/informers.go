@@ -1,0 +1,93 @@
+package scope
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ClaimKeeper is the Keeper of the claims s keeps: Seen holds, for every
+// claim, the volume name it is provisioned under (volumeName of its UID).
+func (s Scope) ClaimKeeper(volumeName func(uid string) string) *Keeper {
+	return NewKeeper(KeeperOptions{
+		Hold: func(obj runtime.Object) bool {
+			c, ok := obj.(*v1.PersistentVolumeClaim)
+			return !ok || s.Claim(c)
+		},
+		Stay: func(obj runtime.Object) bool {
+			c, ok := obj.(*v1.PersistentVolumeClaim)
+			return !ok || KeepClaim(c)
+		},
+		Names: func(obj runtime.Object) []string {
+			if c, ok := obj.(*v1.PersistentVolumeClaim); ok {
+				return []string{volumeName(string(c.UID))}
+			}
+			return nil
+		},
+	})
+}
+
+// VolumeKeeper is the Keeper of the PVs s keeps: Seen holds every PV's
+// name and CSI handle.
+func (s Scope) VolumeKeeper() *Keeper {
+	return NewKeeper(KeeperOptions{
+		Hold: func(obj runtime.Object) bool {
+			pv, ok := obj.(*v1.PersistentVolume)
+			return !ok || s.Volume(pv)
+		},
+		Stay: func(obj runtime.Object) bool {
+			pv, ok := obj.(*v1.PersistentVolume)
+			return !ok || s.KeepVolume(pv)
+		},
+		Names: func(obj runtime.Object) []string {
+			pv, ok := obj.(*v1.PersistentVolume)
+			if !ok {
+				return nil
+			}
+			if pv.Spec.CSI != nil {
+				return []string{pv.Name, pv.Spec.CSI.VolumeHandle}
+			}
+			return []string{pv.Name}
+		},
+	})
+}
+
+// ClaimInformer is an informer of the claims k keeps, across namespaces,
+// with the namespace index the listers read.
+func ClaimInformer(client kubernetes.Interface, k *Keeper, transform cache.TransformFunc) cache.SharedIndexInformer {
+	claims := client.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll)
+	lw := &ListerWatcher{
+		ListPage: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return claims.List(ctx, o) },
+		WatchAll: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return claims.Watch(ctx, o)
+		},
+		Empty:  func() runtime.Object { return &v1.PersistentVolumeClaim{} },
+		Keeper: k,
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.PersistentVolumeClaim{}, cache.SharedIndexInformerOptions{
+		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+	})
+	_ = inf.SetTransform(transform) // cannot fail before Run
+	return inf
+}
+
+// VolumeInformer is an informer of the PVs k keeps.
+func VolumeInformer(client kubernetes.Interface, k *Keeper, transform cache.TransformFunc) cache.SharedIndexInformer {
+	pvs := client.CoreV1().PersistentVolumes()
+	lw := &ListerWatcher{
+		ListPage: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pvs.List(ctx, o) },
+		WatchAll: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return pvs.Watch(ctx, o)
+		},
+		Empty:  func() runtime.Object { return &v1.PersistentVolume{} },
+		Keeper: k,
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.PersistentVolume{}, cache.SharedIndexInformerOptions{})
+	_ = inf.SetTransform(transform) // cannot fail before Run
+	return inf
+}
