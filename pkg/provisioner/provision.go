@@ -7,6 +7,7 @@ import (
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
@@ -62,7 +63,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 		return nil, controller.ProvisioningFinished, err
 	}
 	name := request.VolumeName(p.o.Request.VolumeNamePrefix, string(claim.UID), p.o.Request.VolumeNameUUIDLen)
-	if err := p.nameFree(name, claim); err != nil {
+	if err := p.nameFree(ctx, name, claim); err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
 	class, migrated, err := p.csiClass(ctx, po.StorageClass)
@@ -116,8 +117,13 @@ func (p *Provisioner) currentClaim(stale *v1.PersistentVolumeClaim) (*v1.Persist
 // claims whose shortened UIDs collide under --volume-name-uuid-length):
 // CreateVolume, idempotent by name, would hand this claim the other's
 // volume.
-func (p *Provisioner) nameFree(name string, claim *v1.PersistentVolumeClaim) error {
+func (p *Provisioner) nameFree(ctx context.Context, name string, claim *v1.PersistentVolumeClaim) error {
 	pv, err := p.o.Volumes.Get(name)
+	if apierrors.IsNotFound(err) && p.o.VolumeNames != nil && p.o.VolumeNames.Has(name) {
+		// A PV of the name that the cache does not keep whole (another
+		// driver's, another node's): the API server says whose it is.
+		pv, err = p.o.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+	}
 	if apierrors.IsNotFound(err) {
 		return nil
 	} else if err != nil {

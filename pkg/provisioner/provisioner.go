@@ -75,8 +75,14 @@ type Options struct {
 	// deleted (the capacity publisher refreshes its class and segments then).
 	Changed func(*v1.PersistentVolume)
 
-	Claims   corelisters.PersistentVolumeClaimLister
-	Volumes  corelisters.PersistentVolumeLister
+	// Claims and Volumes are the caches of the claims and PVs this
+	// provisioner answers for (package scope), or of all of them.
+	Claims  corelisters.PersistentVolumeClaimLister
+	Volumes corelisters.PersistentVolumeLister
+	// VolumeNames, when Volumes keeps only some PVs, holds the names of
+	// every PV (scope.Seen); nil when it keeps them all.
+	VolumeNames interface{ Has(name string) bool }
+
 	Classes  storagelisters.StorageClassLister
 	Nodes    corelisters.NodeLister
 	CSINodes storagelisters.CSINodeLister

@@ -19,13 +19,25 @@ import (
 type accounting struct {
 	names   map[string]string // volume name to what names it
 	handles map[string]string // volume ID to the PV
+	// claimNames and volumeNames hold the names of the claims and PVs
+	// that the caches do not keep whole (Options.ClaimNames, VolumeNames).
+	claimNames, volumeNames Names
 }
 
 func (a accounting) tracks(id, name string) string {
 	if by, ok := a.handles[id]; ok {
 		return by
 	}
-	return a.names[name]
+	if by := a.names[name]; by != "" {
+		return by
+	}
+	switch {
+	case a.volumeNames != nil && (a.volumeNames.Has(id) || a.volumeNames.Has(name)):
+		return "a PV the cache does not keep whole"
+	case a.claimNames != nil && a.claimNames.Has(name):
+		return "a claim the cache does not keep whole"
+	}
+	return ""
 }
 
 // accountClaims adds what claims account for to a: the volume each claim
@@ -66,7 +78,7 @@ func (a accounting) accountVolumes(logger klog.Logger, pvs []*v1.PersistentVolum
 // round, it could show as neither.
 func (s *Sweeper) account(ctx context.Context) (accounting, error) {
 	logger := klog.FromContext(ctx)
-	a := accounting{names: map[string]string{}, handles: map[string]string{}}
+	a := accounting{names: map[string]string{}, handles: map[string]string{}, claimNames: s.o.ClaimNames, volumeNames: s.o.VolumeNames}
 	claims, err := s.o.Claims.List(labels.Everything())
 	if err != nil {
 		return a, fmt.Errorf("listing claims: %w", err)

@@ -32,7 +32,8 @@
 // handler, which feeds the memory.
 //
 // What the Sweeper reads: the driver's ListVolumes; the claim and PV
-// informer caches (claims before PVs); the PV informer's events; on the
+// informer caches (claims before PVs), and the names of the claims and
+// PVs they do not keep whole (Options.ClaimNames, VolumeNames); the PV informer's events; on the
 // re-check before a deletion, the PV of the volume's name from the API
 // server; and the driver's CSIDriver object, to record its events on.
 //

@@ -14,11 +14,13 @@ import (
 // What the sweep remembers, for as long as the process lives. Nothing in
 // the CSI API says whether a volume was ever kept: a PV patched to Retain
 // and then deleted leaves no trace, and the ownership mark is written
-// once, at creation. So the sweep watches every PV (an admin's object: no
-// tenant can make one up) and remembers every volume any of them named,
-// and whether with Retain; and it remembers which volumes its first
-// listings of the backend already held, whose past it did not see. It
-// deletes neither kind.
+// once, at creation. So the sweep watches every PV its informer shows (an
+// admin's object: no tenant can make one up; the PVs of its driver, and
+// in node-deployment mode of its node, when the caches keep only those:
+// package scope) and remembers every volume any of them named, and
+// whether with Retain; and it remembers which volumes its first listings
+// of the backend already held, whose past it did not see. It deletes
+// neither kind.
 
 // baselineListings is how many complete listings of the backend a volume
 // must have been absent from, in a row, before it is taken for one made

@@ -66,6 +66,11 @@ type Options struct {
 	// first); only a candidate for deletion is read again from the API.
 	Claims  corelisters.PersistentVolumeClaimLister
 	Volumes corelisters.PersistentVolumeLister
+	// ClaimNames and VolumeNames, when the caches keep only some claims
+	// and PVs whole, hold the names of the others: for every claim, the
+	// volume name it would be provisioned under; for every PV, its name
+	// and its CSI handle. Nil: the caches keep every claim and PV.
+	ClaimNames, VolumeNames Names
 	// VolumeEvents is the informer behind Volumes; New adds a handler to
 	// it.
 	VolumeEvents PVEvents
@@ -73,6 +78,10 @@ type Options struct {
 	// or abandoned); nil is time.Now.
 	Clock func() time.Time
 }
+
+// Names answers whether a name is held (scope.Seen): true for every name
+// held, and rarely for another.
+type Names interface{ Has(name string) bool }
 
 // Sweeper finds backend volumes that carry our name prefix but that no PV
 // and no claim accounts for: volumes leaked by someone, made behind our
