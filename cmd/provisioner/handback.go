@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -18,8 +17,8 @@ var errRecordsLeft = errors.New("claims still hold the in-flight record")
 
 // handBack is --hand-back: settle the in-flight records once, for a switch
 // back to external-provisioner and KCM's binder (docs/migration.md).
-func handBack(ctx context.Context, factory informers.SharedInformerFactory, r *provisioner.InFlight, synced ...cache.InformerSynced) error {
-	factory.Start(ctx.Done())
+func handBack(ctx context.Context, start func(context.Context), r *provisioner.InFlight, synced ...cache.InformerSynced) error {
+	start(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -34,7 +33,6 @@ import (
 	"github.com/tether-csi/tether/internal/version"
 	"github.com/tether-csi/tether/pkg/capacity"
 	tcsi "github.com/tether-csi/tether/pkg/csi"
-	"github.com/tether-csi/tether/pkg/intern"
 	"github.com/tether-csi/tether/pkg/migration"
 	"github.com/tether-csi/tether/pkg/provisioner"
 	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
@@ -163,18 +161,26 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	// Claims and PVs share the values many hold alike (intern: a tenth of
-	// the memory per claim at 10,000 claims); no field is dropped, since
-	// the library writes cached objects whole.
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform((&intern.Interner{}).Transform))
-	claimInf := factory.Core().V1().PersistentVolumeClaims()
-	volumeInf := factory.Core().V1().PersistentVolumes()
+	// A driver that takes over an in-tree plugin (CSI migration) also
+	// provisions the claims of that plugin's classes, as EP does.
+	inTree, _ := migration.InTreeFor(driver)
+	// The claims and PVs this provisioner answers for are cached whole,
+	// the others by name only (package scope).
+	var node string
+	if o.nodeDeployment {
+		node = o.node.NodeName
+	}
+	c := newCaches(client, driver, inTree, node, o.request)
+	factory := c.factory
 	classInf := factory.Storage().V1().StorageClasses()
 	nodeInf := factory.Core().V1().Nodes()
 	csiNodeInf := factory.Storage().V1().CSINodes()
 
 	_, _ = classInf.Informer().AddEventHandler(deprecatedParamsLogger(ctx, driver))
-	if _, err := records.RegisterMetrics(reg, claimInf.Informer(), driver, o.node.NodeName); err != nil {
+	if err := c.register(reg); err != nil {
+		return err
+	}
+	if _, err := records.RegisterMetrics(reg, c.claims, driver, o.node.NodeName); err != nil {
 		return err
 	}
 	if o.leader.Status, err = server.NewLeaderStatus(reg, "provisioner"); err != nil {
@@ -193,13 +199,14 @@ func run(ctx context.Context, o options) error {
 		Topology: caps.AccessibilityConstraints, StrictTopology: o.strictTopology, ImmediateTopology: o.immediateTopo,
 		Clone: caps.Clone, GetCapacity: caps.GetCapacity, PublishUnpublish: caps.PublishUnpublish,
 		Identity: fmt.Sprintf("%d-%s-%s", time.Now().UnixMilli(), uuid.NewString()[:8], driver),
-		Claims:   claimInf.Lister(), Volumes: volumeInf.Lister(), Classes: classInf.Lister(), Nodes: nodeInf.Lister(), CSINodes: csiNodeInf.Lister(),
-		ModifyVolume: caps.ModifyVolume,
+		Claims:   c.claimLister, Volumes: c.volumeLister, VolumeNames: c.volumeKeeper.Seen(),
+		Classes: classInf.Lister(), Nodes: nodeInf.Lister(), CSINodes: csiNodeInf.Lister(),
+		ModifyVolume: caps.ModifyVolume, MigratedFrom: inTree,
 	}
 	// As external-provisioner: VolumeAttachments are watched (and a
 	// deletion waits for the detach) only for a driver with
 	// PUBLISH_UNPUBLISH_VOLUME.
-	synced := []cache.InformerSynced{claimInf.Informer().HasSynced, volumeInf.Informer().HasSynced,
+	synced := []cache.InformerSynced{c.claims.HasSynced, c.volumes.HasSynced,
 		classInf.Informer().HasSynced, nodeInf.Informer().HasSynced, csiNodeInf.Informer().HasSynced}
 	var vaInf cache.SharedIndexInformer
 	if caps.PublishUnpublish {
@@ -221,11 +228,6 @@ func run(ctx context.Context, o options) error {
 	if caps.ModifyVolume {
 		vacInf := factory.Storage().V1().VolumeAttributesClasses()
 		popts.VolumeAttributesClasses = libv8.SyncedVACs(vacInf.Lister(), vacInf.Informer().HasSynced)
-	}
-	// A driver that takes over an in-tree plugin (CSI migration) also
-	// provisions the claims of that plugin's classes, as EP does.
-	if inTree, ok := migration.InTreeFor(driver); ok {
-		popts.MigratedFrom = inTree
 	}
 	// EP's label on its CSIStorageCapacity objects: tether takes over (updates
 	// or deletes) the ones EP left, and EP those tether leaves.
@@ -278,13 +280,14 @@ func run(ctx context.Context, o options) error {
 	if caps.ListVolumes && o.orphans.Interval > 0 {
 		o.orphans.Driver, o.orphans.Client, o.orphans.Request, o.orphans.Locks = drv, client, popts.Request, locks
 		o.orphans.Registerer, o.orphans.Recorder = reg, recorder
-		o.orphans.Claims, o.orphans.Volumes, o.orphans.VolumeEvents = claimInf.Lister(), volumeInf.Lister(), volumeInf.Informer()
+		o.orphans.Claims, o.orphans.Volumes, o.orphans.VolumeEvents = c.claimLister, c.volumeLister, c.volumes
+		o.orphans.ClaimNames, o.orphans.VolumeNames = c.claimKeeper.Seen(), c.volumeKeeper.Seen()
 		if sweeper, err = sweep.New(ctx, o.orphans); err != nil {
 			return err
 		}
 	}
 	inflightOpts := provisioner.InFlightOptions{
-		Claims: claimInf.Informer(), Volumes: volumeInf.Informer(), Classes: classInf.Lister(), Recorder: recorder,
+		Claims: c.claims, Volumes: c.volumes, Classes: classInf.Lister(), Recorder: recorder,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax),
 		Registerer:  reg, Nodes: nodeInf.Informer(), NodeLossGrace: o.nodeLossGrace,
 	}
@@ -297,20 +300,20 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	static, err := static.New(static.Options{Client: client, Driver: driver, Deleter: prov, Volumes: volumeInf.Informer(),
+	static, err := static.New(static.Options{Client: client, Driver: driver, Deleter: prov, Volumes: c.volumes,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax)})
 	if err != nil {
 		return err
 	}
 	var cloneProtection *protect.CloneProtection
 	if caps.Clone {
-		cloneProtection, err = protect.NewCloneProtection(protect.CloneProtectionOptions{Client: client, Claims: claimInf.Informer(),
+		cloneProtection, err = protect.NewCloneProtection(protect.CloneProtectionOptions{Client: client, Claims: c.claims,
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax)})
 		if err != nil {
 			return err
 		}
 	}
-	if err := snaps.protect(client, claimInf.Informer(), workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax)); err != nil {
+	if err := snaps.protect(client, c.claims, workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryStart, o.retryMax)); err != nil {
 		return err
 	}
 	for _, c := range []prometheus.Collector{libmetrics.M.PersistentVolumeClaimProvisionTotal, libmetrics.M.PersistentVolumeClaimProvisionFailedTotal,
@@ -318,7 +321,7 @@ func run(ctx context.Context, o options) error {
 		libmetrics.M.PersistentVolumeDeleteFailedTotal, libmetrics.M.PersistentVolumeDeleteDurationSeconds} {
 		reg.MustRegister(c)
 	}
-	libVolumes := libv8.CopyingVolumes(volumeInf.Informer())
+	libVolumes := libv8.CopyingVolumes(c.volumes)
 	if vaInf != nil {
 		// A PV whose deletion waited for a detach goes back to the
 		// library once detached.
@@ -335,7 +338,7 @@ func run(ctx context.Context, o options) error {
 		// library's default gives up after 15 failures).
 		controller.FailedProvisionThreshold(0),
 		controller.FailedDeleteThreshold(0),
-		controller.ClaimsInformer(libv8.QuietClaims(claimInf.Informer())),
+		controller.ClaimsInformer(libv8.QuietClaims(c.claims)),
 		controller.VolumesInformer(libVolumes),
 		controller.ClassesInformer(classInf.Informer()),
 		controller.NodesLister(libv8.SelectedNodes(nodeInf.Lister())),
@@ -358,13 +361,13 @@ func run(ctx context.Context, o options) error {
 		o.leader.Name = strings.Trim(nonName.ReplaceAllString(strings.ToLower(lease), "-"), "-")
 	}
 	if o.handBack {
-		return handBack(ctx, factory, inflight, synced...)
+		return handBack(ctx, func(ctx context.Context) { c.start(ctx, driverChanged) }, inflight, synced...)
 	}
 	// A CSI call under way gets its whole timeout to end before the lease
 	// is handed back.
 	o.leader.DrainTimeout = max(o.leader.DrainTimeout, o.timeout+5*time.Second)
 	err = server.RunElected(ctx, client, o.leader, health, work.Run(func(ctx context.Context) error {
-		factory.Start(ctx.Done())
+		c.start(ctx, driverChanged)
 		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 			return nil // ctx ended
 		}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/tether-csi/tether/pkg/intern"
+	"github.com/tether-csi/tether/pkg/provisioner/request"
+	"github.com/tether-csi/tether/pkg/provisioner/scope"
+)
+
+// errNodeLabelsChanged ends the process when this node's labels change in
+// a way that may make PVs it left out of its cache its own (a label
+// removed or given another value): it starts again and reads them.
+var errNodeLabelsChanged = errors.New("this node's labels changed: starting again to read the PVs it may now hold")
+
+// caches are the informers the provisioner reads: the factory's (classes,
+// nodes, CSINodes, VolumeAttachments, VolumeAttributesClasses), and the
+// claims and PVs it answers for (package scope), each with its Keeper.
+type caches struct {
+	factory                   informers.SharedInformerFactory
+	claims, volumes           cache.SharedIndexInformer
+	claimLister               corelisters.PersistentVolumeClaimLister
+	volumeLister              corelisters.PersistentVolumeLister
+	claimKeeper, volumeKeeper *scope.Keeper
+	nodes                     corelisters.NodeLister
+	nodesSynced               cache.InformerSynced
+	node                      string
+}
+
+// newCaches builds the informers; nothing runs before start. Claims and
+// PVs share the values many hold alike (intern); the ones kept are kept
+// whole, since the library writes cached objects whole.
+func newCaches(client kubernetes.Interface, driver, migrated, node string, req request.Options) *caches {
+	in := &intern.Interner{}
+	c := &caches{factory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(in.Transform)), node: node}
+	nodeInf := c.factory.Core().V1().Nodes()
+	c.nodes, c.nodesSynced = nodeInf.Lister(), nodeInf.Informer().HasSynced
+	sc := scope.Scope{Driver: driver, Migrated: migrated, Node: node, NodeLabels: c.nodeLabels}
+	c.claimKeeper = sc.ClaimKeeper(func(uid string) string {
+		return request.VolumeName(req.VolumeNamePrefix, uid, req.VolumeNameUUIDLen)
+	})
+	c.volumeKeeper = sc.VolumeKeeper()
+	c.claims = scope.ClaimInformer(client, c.claimKeeper, in.Transform)
+	c.volumes = scope.VolumeInformer(client, c.volumeKeeper, in.Transform)
+	c.claimLister = corelisters.NewPersistentVolumeClaimLister(c.claims.GetIndexer())
+	c.volumeLister = corelisters.NewPersistentVolumeLister(c.volumes.GetIndexer())
+	return c
+}
+
+// register adds the gauges of what the caches hold: per resource, the
+// objects kept whole and the names kept of all of them.
+func (c *caches) register(reg prometheus.Registerer) error {
+	for _, r := range []struct {
+		resource string
+		k        *scope.Keeper
+	}{{"persistentvolumeclaims", c.claimKeeper}, {"persistentvolumes", c.volumeKeeper}} {
+		k := r.k
+		for _, g := range []prometheus.Collector{
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tether_provisioner_cached_objects", ConstLabels: prometheus.Labels{"resource": r.resource},
+				Help: "Claims and PVs this provisioner keeps whole in its caches: the ones it answers for."},
+				func() float64 { return float64(k.Held()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tether_provisioner_cached_names", ConstLabels: prometheus.Labels{"resource": r.resource},
+				Help: "Names this provisioner keeps of every claim (the volume name it is provisioned under) and PV (its name and CSI handle), kept whole or not."},
+				func() float64 { return float64(k.Seen().Len()) }),
+		} {
+			if err := reg.Register(g); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// nodeLabels are this node's labels, once the node informer has them.
+func (c *caches) nodeLabels() (map[string]string, bool) {
+	n, err := c.nodes.Get(c.node)
+	if err != nil {
+		return nil, false
+	}
+	return n.Labels, true
+}
+
+// start runs the informers until ctx ends. In node-deployment mode the
+// nodes come first: which PVs are this node's is read from its labels,
+// and a later change of them that may matter (from the labels last seen,
+// across a deletion of the node too) ends the process (changed).
+func (c *caches) start(ctx context.Context, changed context.CancelCauseFunc) {
+	c.factory.Start(ctx.Done())
+	if c.node != "" {
+		if !cache.WaitForCacheSync(ctx.Done(), c.nodesSynced) {
+			return
+		}
+		var (
+			mu   sync.Mutex
+			seen map[string]string
+		)
+		if labels, ok := c.nodeLabels(); ok {
+			seen = labels
+		}
+		check := func(obj any) {
+			n, ok := obj.(*v1.Node)
+			if !ok || n.Name != c.node {
+				return
+			}
+			mu.Lock()
+			before := seen
+			seen = n.Labels
+			mu.Unlock()
+			if scope.NarrowedLabels(before, n.Labels) {
+				changed(errNodeLabelsChanged)
+			}
+		}
+		_, _ = c.factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { check(obj) },
+			UpdateFunc: func(_, obj any) { check(obj) },
+		})
+	}
+	go c.claims.RunWithContext(ctx)
+	go c.volumes.RunWithContext(ctx)
+}

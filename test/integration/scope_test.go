@@ -1,0 +1,107 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-csi/tether/test/cluster"
+)
+
+const scopeDriver = "scope.csi.tether.dev"
+
+var cacheGauge = regexp.MustCompile(`(?m)^tether_provisioner_cached_(objects|names)\{resource="([a-z]+)"\} (\d+)`)
+
+// cached reads the provisioner's cache gauges: "objects claims" and the
+// like; nil while the endpoint is not up.
+func cached(addr string) map[string]int {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := map[string]int{}
+	for _, m := range cacheGauge.FindAllStringSubmatch(string(body), -1) {
+		n, _ := strconv.Atoi(m[3])
+		out[m[1]+" "+m[2]] = n
+	}
+	return out
+}
+
+// TestProvisionerCachesWhatItAnswersFor: on a real API server, the
+// provisioner keeps whole only the claims and PVs it answers for, and the
+// names of the others. Claims of another provisioner and PVs of another
+// kind stay out of its cache; its own claims come in when the binder hands
+// them over (created without the annotation, so the watch shows each first
+// as another's), and leave it once bound; its PVs leave it once bound, and
+// come back when released. It provisions and deletes its own as ever.
+func TestProvisionerCachesWhatItAnswersFor(t *testing.T) {
+	const others, staticPVs, ours = 30, 10, 5
+	c := cluster.Start(t, cluster.Options{Controllers: protectionControllers})
+	cs := c.Client
+	mock := startMock(t, c, scopeDriver, "")
+	mustCreate(t, cs.StorageV1().CSIDrivers().Create, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: scopeDriver}})
+	addr := cluster.FreeAddr(t)
+	startProvisioner(t, c, "scope", mock.Socket, "--http-endpoint="+addr)
+	startBinder(t, c)
+	createCSIClass(t, c, "scope", scopeDriver, "Delete", storagev1.VolumeBindingImmediate)
+	createCSIClass(t, c, "elsewhere", "other.csi.example.com", "Delete", storagev1.VolumeBindingImmediate)
+
+	pvcs := cs.CoreV1().PersistentVolumeClaims("default")
+	for i := range others {
+		mustCreate(t, pvcs.Create, claim(fmt.Sprintf("other-%d", i), "elsewhere", "1Gi"))
+	}
+	for i := range staticPVs {
+		mustCreate(t, cs.CoreV1().PersistentVolumes().Create, hostPathPV(fmt.Sprintf("static-%d", i), "static", "1Gi"))
+	}
+	for i := range ours {
+		mustCreate(t, pvcs.Create, claim(fmt.Sprintf("ours-%d", i), "scope", "1Gi"))
+	}
+	var pvNames []string
+	for i := range ours {
+		pvNames = append(pvNames, waitClaimBound(t, cs, fmt.Sprintf("ours-%d", i)).Spec.VolumeName)
+	}
+	// Every claim named (35), every PV named by name and, for CSI PVs, by
+	// handle (10 + 5 + 5); whole: nothing (ours are bound, with no record
+	// left, and their PVs bound with the library's finalizer: settled; the
+	// others are another driver's).
+	want := map[string]int{"objects persistentvolumeclaims": 0, "objects persistentvolumes": 0,
+		"names persistentvolumeclaims": others + ours, "names persistentvolumes": staticPVs + 2*ours}
+	var got map[string]int
+	eventually(t, "the cache gauges", func(context.Context) (bool, error) {
+		got = cached(addr)
+		return fmt.Sprint(got) == fmt.Sprint(want), nil
+	})
+
+	for i := range ours {
+		if err := pvcs.Delete(t.Context(), fmt.Sprintf("ours-%d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range pvNames {
+		eventually(t, "PV "+name+" deleted", func(ctx context.Context) (bool, error) {
+			_, err := cs.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	}
+	want = map[string]int{"objects persistentvolumeclaims": 0, "objects persistentvolumes": 0,
+		"names persistentvolumeclaims": others, "names persistentvolumes": staticPVs}
+	eventually(t, "the cache gauges after the deletions", func(context.Context) (bool, error) {
+		got = cached(addr)
+		return fmt.Sprint(got) == fmt.Sprint(want), nil
+	})
+	for i := range others {
+		if pvc := getClaim(t, cs, fmt.Sprintf("other-%d", i)); pvc.Spec.VolumeName != "" || len(pvc.Finalizers) > 1 {
+			t.Errorf("claim %s of another driver: volume %q, finalizers %v; want untouched", pvc.Name, pvc.Spec.VolumeName, pvc.Finalizers)
+		}
+	}
+}
