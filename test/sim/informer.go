@@ -4,8 +4,12 @@ import (
 	"sort"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/tether-csi/tether/pkg/provisioner/scope"
 )
 
 // informer stands for a SharedIndexInformer: its store is an indexer that
@@ -112,6 +116,20 @@ type caches struct {
 	pending map[string]map[string]bool
 	// release is the process's: what it reads of an object (releases.go).
 	release release
+	// keepers, per resource, say what of it the process keeps (a tether
+	// provisioner's claims and PVs: package scope); known is the version
+	// of each object the keeper was last told of.
+	keepers map[string]*scope.Keeper
+	known   map[string]map[string]runtime.Object
+}
+
+// keep makes the resource's cache keep what k keeps, as the provisioner's
+// scoped informers do (before fill).
+func (c *caches) keep(resource string, k *scope.Keeper) {
+	if c.keepers == nil {
+		c.keepers, c.known = map[string]*scope.Keeper{}, map[string]map[string]runtime.Object{}
+	}
+	c.keepers[resource], c.known[resource] = k, map[string]runtime.Object{}
 }
 
 func newCaches(w *World, resources ...string) *caches {
@@ -129,9 +147,15 @@ func newCaches(w *World, resources ...string) *caches {
 func (c *caches) fill() {
 	for _, r := range sortedKeys(c.inf) {
 		inf := c.inf[r]
+		var objs []runtime.Object
 		for _, k := range c.w.api.keys(r) {
 			if cur := c.w.api.peek(r, k); cur != nil {
-				obj := c.release.view(cur.DeepCopyObject())
+				objs = append(objs, c.release.view(cur.DeepCopyObject()))
+			}
+		}
+		kept := c.relist(r, objs)
+		for i, obj := range objs {
+			if kept[i] {
 				_ = inf.indexer.Add(obj)
 				inf.notify(notification{obj: obj, initial: true})
 			}
@@ -156,9 +180,22 @@ func (c *caches) deliver(resource, key string) {
 	inf := c.inf[resource]
 	cur := c.w.api.peek(resource, key)
 	old, exists, _ := inf.indexer.GetByKey(key)
+	var obj runtime.Object
+	if cur != nil {
+		obj = c.release.view(cur.DeepCopyObject())
+	}
+	switch c.observe(resource, key, obj) {
+	case scope.Skip:
+		c.w.scoped[resource+" deliveries a provisioner skipped (not kept whole)"]++
+		return
+	case scope.Forget:
+		if cur != nil {
+			c.w.scoped[resource+" a provisioner stopped keeping, alive"]++
+		}
+		cur = nil
+	}
 	switch {
 	case cur != nil:
-		obj := c.release.view(cur.DeepCopyObject())
 		if exists {
 			_ = inf.indexer.Update(obj)
 			inf.notify(notification{old: old, obj: obj})
@@ -217,3 +254,62 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 var _ runtime.Object = nil
+
+// relist tells the resource's keeper of a whole listing and says which
+// objects to keep (all, for a resource without one).
+func (c *caches) relist(resource string, objs []runtime.Object) []bool {
+	k := c.keepers[resource]
+	if k == nil {
+		kept := make([]bool, len(objs))
+		for i := range kept {
+			kept[i] = true
+		}
+		return kept
+	}
+	known := map[string]runtime.Object{}
+	for _, obj := range objs {
+		known[keyOf(obj)] = obj
+	}
+	c.known[resource] = known
+	return k.Relist(objs)
+}
+
+// observe tells the resource's keeper of an object's new version (obj nil:
+// it is gone) as the watch would, and says what the cache does with it
+// (always Keep for a resource without a keeper). An object replaced under
+// its key since the last delivery is told of as deleted, then added.
+func (c *caches) observe(resource, key string, obj runtime.Object) scope.Action {
+	k := c.keepers[resource]
+	if k == nil {
+		return scope.Keep
+	}
+	known := c.known[resource]
+	before, seen := known[key]
+	switch {
+	case obj == nil && !seen:
+		return scope.Skip
+	case obj == nil:
+		delete(known, key)
+		return k.Deleted(before)
+	case seen && uidOf(before) == uidOf(obj):
+		known[key] = obj
+		return k.Modified(obj)
+	}
+	gone := scope.Skip
+	if seen {
+		gone = k.Deleted(before)
+	}
+	known[key] = obj
+	if k.Added(obj) == scope.Keep {
+		return scope.Keep
+	}
+	return gone
+}
+
+func uidOf(obj runtime.Object) types.UID {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return m.GetUID()
+}

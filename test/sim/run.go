@@ -323,6 +323,8 @@ func (w *World) options(settling bool) []option {
 		actor("edit-content", 1, w.adminEditContent)
 	}
 	actor("select-node", 1, w.tenantSelectNode)
+	actor("hand-over", 1, w.tenantHandOver)
+	actor("relabel-node", 1, w.adminRelabel)
 	return opts
 }
 

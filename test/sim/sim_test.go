@@ -45,9 +45,11 @@ func TestSim(t *testing.T) {
 // seed 32 was; with the generated affinities and policy values, seed 289
 // was; with issue 36's format move and the namespace controller that waits
 // for finalizers, seed 70 was; with the upgrade and rollback moves, seed 92
-// is. The schedule must pass, with the record given up.
+// was; with issue 37's caches that keep only what a provisioner answers
+// for (and the hand-over and relabel-node moves), seed 50 is. The schedule
+// must pass, with the record given up.
 func TestSimNodeGoneVolumeDoesNotHoldTheClaim(t *testing.T) {
-	const seed = 92
+	const seed = 50
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -67,9 +69,9 @@ func TestSimNodeGoneVolumeDoesNotHoldTheClaim(t *testing.T) {
 // seed 3 was the first node-mode schedule that did (18 no longer did);
 // with issue 36's format move and the namespace controller's wait, seeds 2
 // (centralised) and 7 (node mode) did; with the upgrade and rollback moves,
-// seeds 4 and 25 are.
+// seeds 4 and 25 did; with issue 37's scoped caches, seeds 4 and 30 are.
 func TestSimRefusedClaimDeletedWithItsClass(t *testing.T) {
-	for _, seed := range []int64{4, 25} {
+	for _, seed := range []int64{4, 30} {
 		s := Run(seed, 1)
 		if s.Violations != 0 {
 			t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -92,9 +94,10 @@ func TestSimRefusedClaimDeletedWithItsClass(t *testing.T) {
 // actors and the tenant's selected-node move (issue 33, item 2), seed 12
 // was; with the generated affinities and policy values, seed 1 was; with
 // issue 36's format move and the namespace controller's wait, seed 102
-// was; with the upgrade and rollback moves, seed 184 is.
+// was; with the upgrade and rollback moves, seed 184 was; with issue 37's
+// scoped caches, seed 69 is.
 func TestSimReboundAfterRestartIsReleased(t *testing.T) {
-	const seed = 184
+	const seed = 69
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -143,9 +146,9 @@ func TestSimThousandsOfNodesChurned(t *testing.T) {
 // The marks record the hostname now (tether.dev/lost-node-hostname). With
 // issue 36's format move and the namespace controller's wait, seed 10 was
 // the first to release a PV of a generated affinity; with the upgrade and
-// rollback moves, seed 65 is.
+// rollback moves, seed 65 was; with issue 37's scoped caches, seed 69 is.
 func TestSimHostnamePinnedVolumeSurvivesARestart(t *testing.T) {
-	const seed = 65
+	const seed = 69
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -161,10 +164,11 @@ func TestSimHostnamePinnedVolumeSurvivesARestart(t *testing.T) {
 // knew only node-2, found the PV pinned to it, and released its claim
 // when node-2 was lost. A term pins a node now only when that node, as
 // the binder saw it, meets the whole term. With issue 36's format move and
-// the namespace controller's wait, seeds 5 and 9 are the first to make PVs
-// of generated affinities.
+// the namespace controller's wait, seeds 5 and 9 were the first to make
+// PVs of generated affinities; with issue 37's scoped caches, seeds 1 and 3
+// are.
 func TestSimTermNoNodeMeetsKeepsItsClaim(t *testing.T) {
-	for _, seed := range []int64{5, 9} {
+	for _, seed := range []int64{1, 3} {
 		s := Run(seed, 1)
 		if s.Violations != 0 {
 			t.Errorf("seed %d: %s", seed, strings.Join(s.Failed[0].Violations, "\n"))
@@ -186,9 +190,10 @@ func TestSimTermNoNodeMeetsKeepsItsClaim(t *testing.T) {
 // The real controller waits with backoff; namespaceWork offers it only
 // when it can move on. The schedule must pass, with a namespace that
 // waited for a record given up for node loss. With the upgrade and
-// rollback moves, seed 4674 is the first to.
+// rollback moves, seed 4674 was the first to; with issue 37's scoped
+// caches, seed 3620 is.
 func TestSimNamespaceWaitsForTimedFinalizers(t *testing.T) {
-	const seed = 4674
+	const seed = 3620
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -206,9 +211,10 @@ func TestSimNamespaceWaitsForTimedFinalizers(t *testing.T) {
 // the record it had written already on the claim, wrote nothing, and made
 // a second volume for a claim that was gone (restoring a snapshot for no
 // claim). A CreateVolume tried again now reads the claim first
-// (records.StaleError). Each schedule must pass, and take that path.
+// (records.StaleError). Each schedule must pass, and take that path. With
+// issue 37's scoped caches, seeds 4081 and 4953 are the first two to.
 func TestSimRetriedCreateReadsTheClaim(t *testing.T) {
-	for _, seed := range []int64{4426, 9076} {
+	for _, seed := range []int64{4081, 4953} {
 		s := Run(seed, 1)
 		if s.Violations != 0 {
 			t.Errorf("seed %d: %s", seed, strings.Join(s.Failed[0].Violations, "\n"))
@@ -219,11 +225,12 @@ func TestSimRetriedCreateReadsTheClaim(t *testing.T) {
 	}
 }
 
-// The two releases together (releases.go): seed 26 (centralised) and 18
+// The two releases together (releases.go): seed 4 (centralised) and 7
 // (node mode) are the first to change a program's release twice and have
-// the previous release write records. Each schedule must pass.
+// the previous release write records (26 and 18 were, before issue 37's
+// scoped caches). Each schedule must pass.
 func TestSimReleasesTogether(t *testing.T) {
-	for _, seed := range []int64{26, 18} {
+	for _, seed := range []int64{4, 7} {
 		s := Run(seed, 1)
 		if s.Violations != 0 {
 			t.Errorf("seed %d: %s", seed, strings.Join(s.Failed[0].Violations, "\n"))

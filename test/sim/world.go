@@ -22,6 +22,7 @@ import (
 	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
 	"github.com/tether-csi/tether/pkg/provisioner/protect"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
+	"github.com/tether-csi/tether/pkg/provisioner/scope"
 	"github.com/tether-csi/tether/pkg/provisioner/sweep"
 	"github.com/tether-csi/tether/pkg/server"
 )
@@ -79,6 +80,9 @@ type World struct {
 	// staleRetries counts the CreateVolumes tried again that the claim's
 	// read refused (records.StaleError).
 	staleRetries int
+	// scoped counts what the provisioners' caches did not keep whole
+	// (package scope), by resource.
+	scoped map[string]int
 
 	steps int
 
@@ -125,7 +129,7 @@ type World struct {
 }
 
 func newWorld(seed int64) *World {
-	w := &World{seed: seed, rng: rand.New(rand.NewSource(seed)),
+	w := &World{seed: seed, rng: rand.New(rand.NewSource(seed)), scoped: map[string]int{},
 		now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		claimNS: map[string]string{}, forged: map[string]bool{}, stripped: map[string]bool{}, seen: map[string]bool{},
 		cloned: map[string]bool{}, attached: map[string]bool{}, loss: newLossState(), offered: map[string]bool{}, snap: newSnapState(),
@@ -302,6 +306,24 @@ func (w *World) newTether(i int) *provProc {
 	p.snapClient = w.newSnapClient(func() string { return p.name }, p)
 	ix := func(r string) *informer { return p.caches.inf[r] }
 	p.nodeLister = corelisters.NewNodeLister(ix(rNodes).indexer)
+	// The current release keeps whole only the claims and PVs it answers
+	// for (package scope); the previous one kept them all.
+	var volumeNames *scope.Seen
+	var claimNames *scope.Seen
+	if p.release == current {
+		sc := scope.Scope{Driver: driverName, Node: p.node, NodeLabels: func() (map[string]string, bool) {
+			n, err := p.nodeLister.Get(p.node)
+			if err != nil {
+				return nil, false
+			}
+			return n.Labels, true
+		}}
+		claims := sc.ClaimKeeper(func(uid string) string { return request.VolumeName(prefix, uid, -1) })
+		volumes := sc.VolumeKeeper()
+		p.caches.keep(rClaims, claims)
+		p.caches.keep(rVolumes, volumes)
+		claimNames, volumeNames = claims.Seen(), volumes.Seen()
+	}
 	classes := storagelisters.NewStorageClassLister(ix(rClasses).indexer)
 	owner := ""
 	if w.cfg.Owner {
@@ -319,7 +341,7 @@ func (w *World) newTether(i int) *provProc {
 		Topology: true, ModifyVolume: true, Clone: true, PublishUnpublish: w.cfg.Attach, Identity: "sim",
 		Snapshots: true, SnapshotClient: p.snapClient, PreventVolumeModeConversion: true,
 		Claims:  corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
-		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer),
+		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer), VolumeNames: names(volumeNames),
 		Classes: classes, Nodes: p.nodeLister,
 		CSINodes:                storagelisters.NewCSINodeLister(ix(rCSINodes).indexer),
 		VolumeAttachments:       storagelisters.NewVolumeAttachmentLister(ix(rVAs).indexer),
@@ -357,7 +379,8 @@ func (w *World) newTether(i int) *provProc {
 	p.sweeper, err = sweep.New(context.Background(), sweep.Options{Driver: p.drv, Client: p.client, Request: reqOpts, Locks: locks,
 		Policy: policy, MinAge: time.Minute, Interval: 30 * time.Second, Recorder: recorder{w}, Clock: w.clock,
 		Claims:  corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
-		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer), VolumeEvents: ix(rVolumes)})
+		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer), VolumeEvents: ix(rVolumes),
+		ClaimNames: names(claimNames), VolumeNames: names(volumeNames)})
 	if err != nil {
 		panic(err)
 	}
@@ -423,4 +446,13 @@ func (w *World) newBinder(role string) *bindProc {
 	b.caches.fill()
 	b.firstPVs = w.api.keys(rVolumes)
 	return b
+}
+
+// names is s as the readers take it: nil (every object cached whole) for a
+// nil Seen.
+func names(s *scope.Seen) sweep.Names {
+	if s == nil {
+		return nil
+	}
+	return s
 }

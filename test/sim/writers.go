@@ -56,6 +56,8 @@ var writers = []writer{
 	{"admin", "provisioner Job", "provisioner --hand-back again", "hand-back"},
 	{"scheduler", "PersistentVolumeClaim", "metadata.annotations[volume.kubernetes.io/selected-node]", "schedule"},
 	{"tenant", "PersistentVolumeClaim", "metadata.annotations[volume.kubernetes.io/selected-node] by hand: a node, none that exists, or none", "select-node"},
+	{"tenant", "PersistentVolumeClaim", "metadata.annotations[volume.kubernetes.io/storage-provisioner] and its beta key: removed, another driver's, this driver's (which claims a provisioner keeps whole)", "hand-over"},
+	{"admin", "Node", "metadata.labels: a tier label set, changed, removed (a node-mode provisioner reads its PVs' affinity against them)", "relabel-node"},
 	{"tenant", "VolumeSnapshot", "create, of a claim of its namespace (bound or not), under any name", "snapshot"},
 	{"tenant", "VolumeSnapshot", "delete, also while a restore from it runs", "delete-snapshot"},
 	{"tenant", "PersistentVolumeClaim", "spec.dataSource(Ref): a VolumeSnapshot, ready or not, being deleted, of another namespace, not made yet", "restore"},
