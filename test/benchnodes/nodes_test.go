@@ -1,0 +1,245 @@
+// Package benchnodes measures node-deployment mode at scale (issue 37): one
+// API server, BENCH_N claims already provisioned and Bound, spread over
+// BENCH_CLUSTER_NODES nodes, and BENCH_NODES node-mode provisioners, each a
+// process beside a driver of its own as a DaemonSet's pod would run them,
+// each owning the claims of its node. tether's provisioner and
+// external-provisioner v6.3.0 (EP) run in turn in the same invocation, on
+// the same cluster. Per process: memory after its caches synced and after
+// new claims, the time to sync; the new claims' time to a PV; the API
+// server's watches and what it sends them during a churn of claim label
+// updates. `make bench-nodes`; the test skips itself unless TETHER_BENCH is
+// set.
+//
+//   - populate_test.go: the cluster's objects, written as the real stack
+//     leaves them, and the local driver's folders seeded to match.
+//   - stack_test.go: one stack's run: drivers, provisioners, the phases.
+//   - report_test.go: the pure parts (parsing, statistics, the table) and
+//     their tests, which run without TETHER_BENCH.
+package benchnodes
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/tether-csi/tether/test/benchout"
+	"github.com/tether-csi/tether/test/cluster"
+)
+
+// settings are the knobs, from the environment.
+type settings struct {
+	n            int // claims in the cluster
+	nodes        int // node-mode provisioners per stack
+	clusterNodes int // nodes the claims are spread over
+	fresh        int // new claims per running node
+	churn        int // claim label updates
+	qps          int // provisioners' --kube-api-qps (burst twice); 0: their defaults
+	conns        int // the setup's concurrent writers
+	reserveMiB   int // memory left free when sizing a stack
+	timeout      time.Duration
+	only         string
+}
+
+func envInt(t *testing.T, name string, def int, zeroOK bool) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || (n == 0 && !zeroOK) {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a positive duration", name, v)
+	}
+	return d
+}
+
+func loadavg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(data))[:3], " ")
+}
+
+// env is the invocation's cluster, shared by the stacks.
+type env struct {
+	s          settings
+	c          *cluster.Cluster
+	kubeconfig string
+	config     *rest.Config
+	admin      kubernetes.Interface // no client-side rate limit
+	apiPID     int
+	driverBin  string
+	// roots are the running nodes' driver folders, seeded with their
+	// claims' volumes; each stack's drivers start on them.
+	roots []string
+}
+
+// TestBenchNodes: the cluster once, then each stack in turn.
+func TestBenchNodes(t *testing.T) {
+	if os.Getenv("TETHER_BENCH") == "" {
+		t.Skip("set TETHER_BENCH=1 to run the node-deployment bench (make bench-nodes)")
+	}
+	s := settings{
+		n:            envInt(t, "BENCH_N", 100000, false),
+		nodes:        envInt(t, "BENCH_NODES", 20, false),
+		clusterNodes: envInt(t, "BENCH_CLUSTER_NODES", 100, false),
+		fresh:        envInt(t, "BENCH_NEW", 20, true),
+		churn:        envInt(t, "BENCH_CHURN", 1000, true),
+		qps:          envInt(t, "BENCH_QPS", 0, true),
+		conns:        envInt(t, "BENCH_CONNS", 256, false),
+		reserveMiB:   envInt(t, "BENCH_RESERVE_MIB", 6144, false),
+		timeout:      envDuration(t, "BENCH_TIMEOUT", 15*time.Minute),
+		only:         os.Getenv("BENCH_ONLY"),
+	}
+	if s.nodes > s.clusterNodes {
+		t.Fatalf("BENCH_NODES=%d is more than BENCH_CLUSTER_NODES=%d", s.nodes, s.clusterNodes)
+	}
+	labels := []string{"tether", "ep"}
+	if s.only != "" {
+		if s.only != "tether" && s.only != "ep" {
+			t.Fatalf("BENCH_ONLY=%q: tether or ep", s.only)
+		}
+		labels = []string{s.only}
+	}
+	loadStart := loadavg()
+	e := &env{s: s}
+	e.c = cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
+		"max-requests-inflight": {"2000"}, "max-mutating-requests-inflight": {"1000"},
+		// The bench deletes the new claims and their PVs without
+		// kube-controller-manager's protection controllers: new objects
+		// get no protection finalizer (the ones made as already
+		// provisioned are written with theirs).
+		"disable-admission-plugins": {"ServiceAccount", "StorageObjectInUseProtection"}}})
+	e.kubeconfig, e.config = e.c.AdminTokenKubeconfig(t)
+	fast := rest.CopyConfig(e.config)
+	fast.QPS, fast.Burst = 20000, 40000
+	e.admin = kubernetes.NewForConfigOrDie(fast)
+	e.apiPID, _ = e.c.ControlPlanePIDs()
+	// Built before the clock starts.
+	e.driverBin = cluster.BuildBinary(t, "./examples/local-driver")
+	if labels[0] == "tether" {
+		cluster.BuildBinary(t, "./cmd/provisioner")
+	}
+
+	setupStart := time.Now()
+	volumes, err := populate(t.Context(), newWriters(e.config), s.n, s.clusterNodes, s.conns, func(done int64) {
+		t.Logf("setup: %d of %d claims and PVs after %s", done, s.n, time.Since(setupStart).Round(time.Second))
+	})
+	if err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	for j := range s.nodes {
+		dir, err := os.MkdirTemp("", "nb") // socket paths must be short
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		var mine []string
+		for i := j; i < s.n; i += s.clusterNodes {
+			mine = append(mine, volumes[i])
+		}
+		if err := seedDriver(filepath.Join(dir, "root"), mine); err != nil {
+			t.Fatal(err)
+		}
+		e.roots = append(e.roots, dir)
+	}
+	setup := time.Since(setupStart)
+	apiAfterSetup := readMem(e.apiPID)
+	_, etcdPID := e.c.ControlPlanePIDs()
+	etcdAfterSetup := readMem(etcdPID)
+	t.Logf("setup: %d claims Bound to their PVs on %d nodes, %d drivers seeded, in %s (%s claims/s); kube-apiserver %s, etcd %s",
+		s.n, s.clusterNodes, s.nodes, setup.Round(time.Second), rate(s.n, setup), mib(apiAfterSetup.rss), mib(etcdAfterSetup.rss))
+
+	var rows []row
+	for _, label := range labels {
+		started := time.Now()
+		var r row
+		t.Run(label, func(t *testing.T) { r = runStack(t, e, label) })
+		r.wallclock = time.Since(started)
+		rows = append(rows, r)
+		path, err := benchout.Write(benchout.Run{Bench: "nodes", Label: label, Started: started,
+			Settings: map[string]any{"claims": s.n, "nodes": s.nodes, "cluster_nodes": s.clusterNodes, "new_per_node": s.fresh,
+				"churn": s.churn, "qps": s.qps, "setup_seconds": setup.Seconds()},
+			Figures: figures(r)})
+		if err != nil {
+			t.Error(err)
+		} else {
+			t.Logf("figures appended to %s", path)
+		}
+	}
+	cmd := fmt.Sprintf("BENCH_N=%d BENCH_NODES=%d BENCH_CLUSTER_NODES=%d BENCH_NEW=%d BENCH_CHURN=%d", s.n, s.nodes, s.clusterNodes, s.fresh, s.churn)
+	if s.qps > 0 {
+		cmd += fmt.Sprintf(" BENCH_QPS=%d", s.qps)
+	}
+	if s.only != "" {
+		cmd += " BENCH_ONLY=" + s.only
+	}
+	title := fmt.Sprintf("node-deployment mode: %d claims Bound on %d nodes, %d node-mode provisioners (%d claims each), %d new claims per node, %d label updates",
+		s.n, s.clusterNodes, s.nodes, s.n/s.clusterNodes, s.fresh, s.churn)
+	report := render(title, rows) + fmt.Sprintf("\n`%s make bench-nodes`; %d CPUs; load average %s at the start, %s at the end; "+
+		"setup %s (%s claims/s, 4 writes per claim and PV), kube-apiserver VmRSS %s and etcd %s after it\n",
+		cmd, numCPU(), loadStart, loadavg(), setup.Round(time.Second), rate(s.n, setup), mib(apiAfterSetup.rss), mib(etcdAfterSetup.rss))
+	t.Log("\n" + report)
+	fmt.Print(report)
+}
+
+// figures are a row's figures for benchout, sizes in bytes and times in
+// seconds.
+func figures(r row) map[string]any {
+	f := map[string]any{"provisioners": r.nodes, "wanted": r.wanted, "owned_per_node": r.owned, "new_claims": r.newClaims,
+		"new_failed": r.newFailed, "watches_pvc": r.watchersPVC, "watches_pv": r.watchersPV, "churn": r.churn,
+		"churn_pvc_events": r.churnPVC.events, "churn_pvc_bytes": r.churnPVC.bytes, "churn_pv_events": r.churnPV.events,
+		"churn_cpu_seconds": r.churnCPU, "apiserver_rss_bytes": r.apiRSS, "apiserver_hwm_bytes": r.apiHWM,
+		"error_lines": r.errorLines, "run_seconds": r.wallclock.Seconds()}
+	if r.failed != "" {
+		f["failed"] = r.failed
+	}
+	if r.limited != "" {
+		f["limited"] = r.limited
+	}
+	if len(r.synced) > 0 {
+		f["synced_p50_seconds"], f["synced_max_seconds"] = percentile(r.synced, 50).Seconds(), percentile(r.synced, 100).Seconds()
+	}
+	put := func(key string, ms []procMem) {
+		if len(ms) == 0 {
+			return
+		}
+		rss, hwm := make([]int64, len(ms)), make([]int64, len(ms))
+		for i, m := range ms {
+			rss[i], hwm[i] = m.rss, m.hwm
+		}
+		f[key+"_rss_p50_bytes"], f[key+"_rss_max_bytes"] = medianMax(rss)
+		f[key+"_hwm_p50_bytes"], f[key+"_hwm_max_bytes"] = medianMax(hwm)
+	}
+	put("synced", r.afterSync)
+	put("after_new", r.afterNew)
+	if len(r.heapSync) > 0 {
+		f["synced_heap_p50_bytes"], f["synced_heap_max_bytes"] = medianMax(r.heapSync)
+	}
+	if len(r.heapNew) > 0 {
+		f["after_new_heap_p50_bytes"], f["after_new_heap_max_bytes"] = medianMax(r.heapNew)
+	}
+	if len(r.toPV) > 0 {
+		f["to_pv_p50_seconds"], f["to_pv_p99_seconds"] = percentile(r.toPV, 50).Seconds(), percentile(r.toPV, 99).Seconds()
+	}
+	return f
+}
