@@ -123,8 +123,8 @@ bench-capacity: tools ## capacity publishing on 2000 fake nodes x 3 WaitForFirst
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 60m -v -run '^TestBenchCapacity$$' ./test/benchcap/
 
 .PHONY: bench-nodes
-bench-nodes: tools ## node-deployment mode at scale: 100,000 claims Bound on 100 nodes, 20 node-mode provisioners (each a process beside its own local driver, owning its node's 1,000), tether's then EP v6.3.0's: RSS and Go heap per process after sync and after new claims, time to sync, new claims' time to PV, the API server's watches and watch events per claim update (BENCH_N, BENCH_NODES, BENCH_CLUSTER_NODES, BENCH_NEW, BENCH_CHURN, BENCH_QPS, BENCH_ONLY=tether|ep, BENCH_TIMEOUT)
-	TETHER_BENCH=1 $(GO) test -count=1 -timeout 90m -v -run '^TestBenchNodes$$' ./test/benchnodes/
+bench-nodes: tools ## node-deployment mode at scale: 100,000 claims Bound on 100 nodes, 20 node-mode provisioners (each a process beside its own local driver, owning its node's 1,000), tether's then EP v6.3.0's: RSS and Go heap per process after sync and after new claims, time to sync, new claims' time to PV, the API server's watches and watch events per claim update (BENCH_N, BENCH_NODES, BENCH_CLUSTER_NODES, BENCH_NEW, BENCH_CHURN, BENCH_QPS, BENCH_ONLY=tether|ep, BENCH_TIMEOUT per wait (30m), BENCH_RESERVE_MIB)
+	TETHER_BENCH=1 $(GO) test -count=1 -timeout 150m -v -run '^TestBenchNodes$$' ./test/benchnodes/
 
 .PHONY: bench-slowdriver
 bench-slowdriver: tools ## tether against KCM+EP v6.3.0 through a driver that spends seconds per CreateVolume and DeleteVolume and goes on after its caller gave up: case slow (1000 claims, 2s, shipped defaults then equal settings, and the floor) and case slower (200 claims, 30s against a 10s --timeout) (BENCH_CASE, BENCH_N, BENCH_LATENCY, BENCH_SLOWER_N, BENCH_SLOWER_LATENCY, BENCH_QPS, BENCH_WORKERS, BENCH_ONLY, BENCH_ETCD_DELAY)

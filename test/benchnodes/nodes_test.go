@@ -107,7 +107,7 @@ func TestBenchNodes(t *testing.T) {
 		qps:          envInt(t, "BENCH_QPS", 0, true),
 		conns:        envInt(t, "BENCH_CONNS", 256, false),
 		reserveMiB:   envInt(t, "BENCH_RESERVE_MIB", 6144, false),
-		timeout:      envDuration(t, "BENCH_TIMEOUT", 15*time.Minute),
+		timeout:      envDuration(t, "BENCH_TIMEOUT", 30*time.Minute),
 		only:         os.Getenv("BENCH_ONLY"),
 	}
 	if s.nodes > s.clusterNodes {

@@ -187,13 +187,26 @@ func runStack(t *testing.T, e *env, label string) row {
 		start(p)
 	}
 	r.nodes = running
-	if err := waitSynced(t.Context(), pods, s.timeout); err != nil {
+	err := waitSynced(t.Context(), pods, s.timeout)
+	for _, p := range pods {
+		if !p.syncedAt.IsZero() {
+			r.synced = append(r.synced, p.syncedAt.Sub(p.started))
+		}
+	}
+	if err != nil {
+		// What the synced ones hold, and the others' VmRSS so far, in
+		// the log: the row says the stack stopped.
 		r.failed = err.Error()
+		for _, p := range pods {
+			m := readMem(p.proc.Pid())
+			t.Logf("%s: %s synced=%t after %s: VmRSS %s, VmHWM %s", label, p.node, !p.syncedAt.IsZero(),
+				time.Since(p.started).Round(time.Second), mib(m.rss), mib(m.hwm))
+			if !p.syncedAt.IsZero() {
+				r.afterSync = append(r.afterSync, m)
+			}
+		}
 		t.Error(r.failed)
 		return r
-	}
-	for _, p := range pods {
-		r.synced = append(r.synced, p.syncedAt.Sub(p.started))
 	}
 	t.Logf("%s: %d provisioners synced, the last %s after its start", label, running, percentile(r.synced, 100))
 
