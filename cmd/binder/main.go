@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/tether-csi/tether/internal/gogc"
 	"github.com/tether-csi/tether/internal/version"
 	"github.com/tether-csi/tether/pkg/binder"
 	"github.com/tether-csi/tether/pkg/nodeloss"
@@ -111,7 +112,7 @@ func main() {
 		fmt.Println(os.Args[0], version.String())
 		os.Exit(0)
 	}
-	setGCPercent(os.LookupEnv)
+	gogc.Default(gcPercent, os.LookupEnv)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

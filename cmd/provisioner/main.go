@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 	libmetrics "sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller/metrics"
 
+	"github.com/tether-csi/tether/internal/gogc"
 	"github.com/tether-csi/tether/internal/version"
 	"github.com/tether-csi/tether/pkg/capacity"
 	tcsi "github.com/tether-csi/tether/pkg/csi"
@@ -59,6 +60,7 @@ func main() {
 		fmt.Println(os.Args[0], version.String())
 		os.Exit(0)
 	}
+	gogc.Default(gcPercent, os.LookupEnv)
 	klog.StartFlushDaemon(o.compat.logFlush)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
