@@ -201,7 +201,7 @@ func run(ctx context.Context, o options) error {
 		Topology: caps.AccessibilityConstraints, StrictTopology: o.strictTopology, ImmediateTopology: o.immediateTopo,
 		Clone: caps.Clone, GetCapacity: caps.GetCapacity, PublishUnpublish: caps.PublishUnpublish,
 		Identity: fmt.Sprintf("%d-%s-%s", time.Now().UnixMilli(), uuid.NewString()[:8], driver),
-		Claims:   c.claimLister, Volumes: c.volumeLister, VolumeNames: c.volumeKeeper.Seen(),
+		Claims:   c.claimLister, Volumes: c.volumeLister, VolumeNames: c.volumeKeeper.Seen(), GoneClaims: c.claimKeeper.Gone(),
 		Classes: classInf.Lister(), Nodes: nodeInf.Lister(), CSINodes: csiNodeInf.Lister(),
 		ModifyVolume: caps.ModifyVolume, MigratedFrom: inTree,
 	}

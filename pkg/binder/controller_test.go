@@ -163,6 +163,42 @@ func TestClaimOfAsksAgain(t *testing.T) {
 	}
 }
 
+// A bound volume whose claim the binder saw deleted is released without
+// asking the API server about the claim: its deletion event was the API
+// server's word. One whose claim it did not see go is asked about once.
+func TestClaimOfTrustsTheDeletionEvent(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		deleted  *v1.PersistentVolumeClaim // the claim whose deletion event came
+		wantGets int32
+	}{
+		{"the volume's claim deleted", newPVC("c", "1Gi", claimUID("uid-old"), claimVolume("pv")), 0},
+		{"another claim of the name deleted (another UID)", newPVC("c", "1Gi", claimUID("uid-other"), claimVolume("pv")), 1},
+		{"no deletion seen", nil, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, client := newTestController(t)
+			gets := countClaimGets(client)
+			pv := newPV("pv", "1Gi", pvClaimRef("c", "uid-old"), pvPhase(v1.VolumeBound))
+			c.volumes.Upsert(pv)
+			if tt.deleted != nil {
+				c.claims.Upsert(tt.deleted)
+				c.claimHandler().OnDelete(tt.deleted)
+			}
+			got, err := c.claimOf(t.Context(), pv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != nil {
+				t.Errorf("claimOf = claim %q, want none", got.UID)
+			}
+			if n := gets.Load(); n != tt.wantGets {
+				t.Errorf("%d claim reads from the API, want %d", n, tt.wantGets)
+			}
+		})
+	}
+}
+
 func countClaimGets(client *fake.Clientset) *atomic.Int32 {
 	var n atomic.Int32
 	client.PrependReactor("get", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {

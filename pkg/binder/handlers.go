@@ -52,9 +52,14 @@ func (c *Controller) claimHandler() cache.ResourceEventHandler {
 			}
 			c.claims.Delete(claim)
 			c.pending.remove(claimKey(claim.Namespace, claim.Name))
-			if claim.Spec.VolumeName != "" {
-				// Its volume is now Released.
-				c.volumeQueue.Add(claim.Spec.VolumeName)
+			if name := claim.Spec.VolumeName; name != "" {
+				// Its volume is now Released. The API server said this
+				// claim is gone, and a UID never comes back: the volume's
+				// sync need not ask again (claimOf).
+				if pv, ok := c.volumes.Get(name); ok && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == claim.UID {
+					c.gone.set(name, claim.UID)
+				}
+				c.volumeQueue.Add(name)
 			}
 		},
 	}

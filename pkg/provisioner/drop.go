@@ -36,14 +36,16 @@ func (p *Provisioner) dropRecord(ctx context.Context, claim *v1.PersistentVolume
 // the volume (reclaim policy Retain) and delete the PV at once, before
 // the reconciler or the binder saw it, and a record left behind would have
 // the claim's deletion find the volume again and delete it. The claim is
-// read from the API server; a record that is not this claim's for this
-// very PV is left alone. A claim whose clean-up or provisioning is under
+// read from the API server, unless the claim watch delivered its deletion
+// (Options.GoneClaims): a deleted claim holds no record, and its UID never
+// comes back. A record that is not this claim's for this very PV is left
+// alone. A claim whose clean-up or provisioning is under
 // way is busy, and a record of a format this provisioner does not read
 // is not its to drop: the error keeps the finalizer, and the library
 // retries.
 func (p *Provisioner) dropBeforeRelease(ctx context.Context, pv *v1.PersistentVolume) error {
 	ref := pv.Spec.ClaimRef
-	if ref == nil || ref.UID == "" {
+	if ref == nil || ref.UID == "" || (p.o.GoneClaims != nil && p.o.GoneClaims.Has(ref.UID)) {
 		return nil
 	}
 	claim, err := p.o.Client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})

@@ -10,6 +10,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/tether-csi/tether/pkg/inflight"
+	"github.com/tether-csi/tether/pkg/provisioner/scope"
 )
 
 // Before a PV's finalizer goes, dropBeforeRelease drops the record of
@@ -57,5 +58,40 @@ func TestDropBeforeReleaseFailsWhenTheRecordStays(t *testing.T) {
 	}
 	if !e.holdsRecord(testClaim) {
 		t.Error("the claim lost its record")
+	}
+}
+
+// A claim whose deletion the claim watch delivered is not read again
+// before its PV's finalizer goes; one whose deletion was not seen is.
+func TestDropBeforeReleaseTrustsTheDeletionEvent(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		seenGone bool
+		wantGets int
+	}{
+		{"deletion seen: no read", true, 0},
+		{"deletion not seen: read", false, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			gone := scope.NewGone(8)
+			e.p.o.GoneClaims = gone
+			if c.seenGone {
+				gone.Add("uid-gone")
+			}
+			gets := 0
+			e.client.PrependReactor("get", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+				gets++
+				return false, nil, nil
+			})
+			pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: testVolume},
+				Spec: v1.PersistentVolumeSpec{ClaimRef: &v1.ObjectReference{Namespace: testNS, Name: testClaim, UID: "uid-gone"}}}
+			if err := e.p.dropBeforeRelease(e.ctx, pv); err != nil {
+				t.Fatal(err)
+			}
+			if gets != c.wantGets {
+				t.Errorf("%d claim reads, want %d", gets, c.wantGets)
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	snapclientset "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
@@ -82,6 +83,11 @@ type Options struct {
 	// VolumeNames, when Volumes keeps only some PVs, holds the names of
 	// every PV (scope.Seen); nil when it keeps them all.
 	VolumeNames interface{ Has(name string) bool }
+	// GoneClaims, if set, holds UIDs of claims whose deletion the claim
+	// watch delivered (scope.Gone): the check before a PV's finalizer goes
+	// (dropBeforeRelease) reads such a claim from it, not from the API
+	// server.
+	GoneClaims interface{ Has(uid types.UID) bool }
 
 	Classes  storagelisters.StorageClassLister
 	Nodes    corelisters.NodeLister

@@ -12,6 +12,7 @@ import (
 	snapclientset "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
@@ -310,6 +311,7 @@ func (w *World) newTether(i int) *provProc {
 	// for (package scope); the previous one kept them all.
 	var volumeNames *scope.Seen
 	var claimNames *scope.Seen
+	var goneClaims *scope.Gone
 	if p.release == current {
 		sc := scope.Scope{Driver: driverName, Node: p.node, NodeLabels: func() (map[string]string, bool) {
 			n, err := p.nodeLister.Get(p.node)
@@ -322,7 +324,7 @@ func (w *World) newTether(i int) *provProc {
 		volumes := sc.VolumeKeeper()
 		p.caches.keep(rClaims, claims)
 		p.caches.keep(rVolumes, volumes)
-		claimNames, volumeNames = claims.Seen(), volumes.Seen()
+		claimNames, volumeNames, goneClaims = claims.Seen(), volumes.Seen(), claims.Gone()
 	}
 	classes := storagelisters.NewStorageClassLister(ix(rClasses).indexer)
 	owner := ""
@@ -342,7 +344,7 @@ func (w *World) newTether(i int) *provProc {
 		Snapshots: true, SnapshotClient: p.snapClient, PreventVolumeModeConversion: true,
 		Claims:  corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
 		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer), VolumeNames: names(volumeNames),
-		Classes: classes, Nodes: p.nodeLister,
+		GoneClaims: gone(goneClaims), Classes: classes, Nodes: p.nodeLister,
 		CSINodes:                storagelisters.NewCSINodeLister(ix(rCSINodes).indexer),
 		VolumeAttachments:       storagelisters.NewVolumeAttachmentLister(ix(rVAs).indexer),
 		VolumeAttributesClasses: storagelisters.NewVolumeAttributesClassLister(ix(rVACs).indexer),
@@ -455,4 +457,13 @@ func names(s *scope.Seen) sweep.Names {
 		return nil
 	}
 	return s
+}
+
+// gone is g as the provisioner's GoneClaims: nil (every claim read from
+// the API server) for the previous release, which had none.
+func gone(g *scope.Gone) interface{ Has(types.UID) bool } {
+	if g == nil {
+		return nil
+	}
+	return g
 }

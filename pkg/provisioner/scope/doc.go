@@ -16,6 +16,8 @@
 //     and its Seen; it takes a listing (Relist) and each watch event
 //     (Added, Modified, Deleted) and says Keep, Forget or Skip.
 //   - seen.go: Seen, the counted hashes of every object's names.
+//   - gone.go: Gone, the UIDs of the last bound claims deleted, so that a
+//     reader need not ask the API server about a claim it saw go.
 //   - watch.go: ListerWatcher, a resource's list and watch through a
 //     Keeper: listings a page at a time, what is kept passed on, a
 //     deletion for what is no longer kept, a bookmark for what is skipped.

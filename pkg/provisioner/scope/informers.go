@@ -11,10 +11,17 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
+// goneClaims is how many deleted claims a claim Keeper's Gone remembers:
+// enough for the volumes of a namespace deleted at once to be released
+// without a read each, and a few hundred KiB at most.
+const goneClaims = 4096
+
 // ClaimKeeper is the Keeper of the claims s keeps: Seen holds, for every
-// claim, the volume name it is provisioned under (volumeName of its UID).
+// claim, the volume name it is provisioned under (volumeName of its UID),
+// and Gone the UIDs of the last bound claims deleted.
 func (s Scope) ClaimKeeper(volumeName func(uid string) string) *Keeper {
-	return NewKeeper(KeeperOptions{
+	gone := NewGone(goneClaims)
+	k := NewKeeper(KeeperOptions{
 		Hold: func(obj runtime.Object) bool {
 			c, ok := obj.(*v1.PersistentVolumeClaim)
 			return !ok || s.Claim(c)
@@ -29,7 +36,14 @@ func (s Scope) ClaimKeeper(volumeName func(uid string) string) *Keeper {
 			}
 			return nil
 		},
+		Observe: func(obj runtime.Object, deleted bool) {
+			if c, ok := obj.(*v1.PersistentVolumeClaim); ok && deleted && c.Spec.VolumeName != "" {
+				gone.Add(c.UID)
+			}
+		},
 	})
+	k.gone = gone
+	return k
 }
 
 // VolumeKeeper is the Keeper of the PVs s keeps: Seen holds every PV's

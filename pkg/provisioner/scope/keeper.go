@@ -50,6 +50,7 @@ type KeeperOptions struct {
 type Keeper struct {
 	o    KeeperOptions
 	seen *Seen
+	gone *Gone
 	mu   sync.Mutex
 	held map[string]types.UID
 	// During a listing: what was kept before it, and what it keeps so far.
@@ -64,6 +65,10 @@ func NewKeeper(o KeeperOptions) *Keeper {
 
 // Seen holds the names of every object that exists, kept or not.
 func (k *Keeper) Seen() *Seen { return k.seen }
+
+// Gone holds the UIDs of the last objects deleted that the Keeper's
+// resource remembers (claims: bound ones), nil if it remembers none.
+func (k *Keeper) Gone() *Gone { return k.gone }
 
 // Held is how many objects the Keeper keeps.
 func (k *Keeper) Held() int {
