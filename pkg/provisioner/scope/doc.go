@@ -15,7 +15,8 @@
 //   - keeper.go: Keeper, one resource's state: the keys and UIDs it keeps,
 //     and its Seen; it takes a listing (Relist) and each watch event
 //     (Added, Modified, Deleted) and says Keep, Forget or Skip.
-//   - seen.go: Seen, the counted hashes of every object's names.
+//   - seen.go: Seen, the counted hashes of every object's names (the last
+//     listing's as a sorted slice, the changes since in a map).
 //   - gone.go: Gone, the UIDs of the last bound claims deleted, so that a
 //     reader need not ask the API server about a claim it saw go.
 //   - watch.go: ListerWatcher, a resource's list and watch through a

@@ -55,7 +55,7 @@ type Keeper struct {
 	held map[string]types.UID
 	// During a listing: what was kept before it, and what it keeps so far.
 	before, next map[string]types.UID
-	nextSeen     map[uint64]uint32
+	nextSeen     []uint64
 }
 
 // NewKeeper returns a Keeper that has seen nothing yet.
@@ -96,7 +96,7 @@ func (k *Keeper) relistPage(objs []runtime.Object, first bool) []bool {
 		if k.next == nil {
 			k.before = k.held
 		}
-		k.next, k.nextSeen = map[string]types.UID{}, map[uint64]uint32{}
+		k.next, k.nextSeen = map[string]types.UID{}, nil
 	}
 	keep := make([]bool, len(objs))
 	for i, obj := range objs {
@@ -104,7 +104,7 @@ func (k *Keeper) relistPage(objs []runtime.Object, first bool) []bool {
 		if !ok {
 			continue
 		}
-		k.seen.count(k.nextSeen, k.names(obj))
+		k.nextSeen = k.seen.hashes(k.nextSeen, k.names(obj))
 		if k.o.Observe != nil {
 			k.o.Observe(obj, false)
 		}
