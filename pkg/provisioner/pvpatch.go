@@ -2,6 +2,7 @@ package provisioner
 
 import (
 	"github.com/tether-csi/tether/pkg/provisioner/libv8"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -27,5 +28,17 @@ import (
 // whole deletion, DeleteVolume included (see releaseAfterDelete).
 func (p *Provisioner) LibraryClient(c kubernetes.Interface) kubernetes.Interface {
 	return libv8.Client(c, libv8.Hooks{ClaimVersion: p.handoffs.claimVersion, BeforeRelease: p.dropBeforeRelease,
-		VolumeDeleted: p.deleted.has, Released: p.deleted.forget})
+		VolumeDeleted: p.deleted.has, Released: p.deleted.forget, Cached: p.cachedVolume})
+}
+
+// cachedVolume is the cache's copy of a PV, nil if it has none.
+func (p *Provisioner) cachedVolume(name string) *v1.PersistentVolume {
+	if p.o.Volumes == nil {
+		return nil
+	}
+	pv, err := p.o.Volumes.Get(name)
+	if err != nil {
+		return nil
+	}
+	return pv
 }

@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -166,16 +169,23 @@ func (w *World) serve(a *API, res, ns, verb string, action k8stesting.Action, re
 		return nil, a.Delete(res, ns, act.GetName(), act.GetDeleteOptions().Preconditions)
 	case "patch":
 		act := action.(k8stesting.PatchAction)
-		if act.GetPatchType() != types.MergePatchType {
-			return nil, apierrors.NewBadRequest("sim: only merge patches")
+		apply := mergePatch
+		switch act.GetPatchType() {
+		case types.MergePatchType:
+		case types.JSONPatchType:
+			apply = jsonPatch
+		default:
+			return nil, apierrors.NewBadRequest("sim: only merge and JSON patches")
 		}
 		cur := a.Get(res, ns, act.GetName())
 		if cur == nil {
 			return nil, apierrors.NewNotFound(a.gr(res), act.GetName())
 		}
-		next, err := mergePatch(cur, act.GetPatch())
+		next, err := apply(cur, act.GetPatch())
 		if err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			// As the API server: a patch that does not apply (a failed
+			// test) is refused, and changes nothing.
+			return nil, apierrors.NewInvalid(schema.GroupKind{Group: a.gr(res).Group, Kind: a.gr(res).Resource}, act.GetName(), nil)
 		}
 		return a.Update(rel.write(cur, next), action.GetSubresource() == "status")
 	}
@@ -201,6 +211,24 @@ func mergePatch(obj runtime.Object, patch []byte) (runtime.Object, error) {
 	}
 	out := newOfKind(obj)
 	return out, json.Unmarshal(merged, out)
+}
+
+// jsonPatch applies a JSON patch (RFC 6902) to an object, tests included.
+func jsonPatch(obj runtime.Object, patch []byte) (runtime.Object, error) {
+	doc, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, err
+	}
+	patched, err := p.Apply(doc)
+	if err != nil {
+		return nil, err
+	}
+	out := newOfKind(obj)
+	return out, json.Unmarshal(patched, out)
 }
 
 func mergeValue(target, patch any) any {

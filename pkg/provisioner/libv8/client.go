@@ -30,9 +30,10 @@ import (
 // takes as a precondition: a patch on a changed PV fails with Conflict, as
 // the Update would. The library edits the informer's copy in place before
 // it updates, so what changed is found against a fresh GET (one read per
-// finalizer change: a PV's creation, a deletion, a changed reclaim policy).
-// Every other call, and an Update that changes more than finalizers, is
-// passed through unchanged.
+// finalizer change: a PV's creation, a changed reclaim policy), except for
+// the removal after this process deleted the volume, which Client makes
+// from its cache's copy (releaseCached). Every other call, and an Update
+// that changes more than finalizers, is passed through unchanged.
 func PatchFinalizerClient(c kubernetes.Interface) kubernetes.Interface {
 	return patchClient{Interface: c}
 }
@@ -55,6 +56,10 @@ type Hooks struct {
 	// of that UID; Released forgets it once its finalizer is off.
 	VolumeDeleted func(types.UID) bool
 	Released      func(types.UID)
+	// Cached, if set, is this process's cached copy of a PV by name (nil
+	// if none): the removal of the deletion finalizer after this process
+	// deleted the volume starts from it instead of a read (releaseCached).
+	Cached func(name string) *v1.PersistentVolume
 }
 
 type patchClient struct {
@@ -81,6 +86,9 @@ type patchVolumes struct {
 }
 
 func (p patchVolumes) Update(ctx context.Context, pv *v1.PersistentVolume, opts metav1.UpdateOptions) (*v1.PersistentVolume, error) {
+	if out, done, err := p.releaseCached(ctx, pv, opts); done {
+		return out, err
+	}
 	current, err := p.Get(ctx, pv.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
@@ -120,6 +128,64 @@ func releaseAfterDelete(current, updated *v1.PersistentVolume, deleted bool) boo
 	return deleted && updated.UID != "" && current.UID == updated.UID &&
 		slices.Contains(current.Finalizers, storagehelpers.PVDeletionProtectionFinalizer) &&
 		!slices.Contains(updated.Finalizers, storagehelpers.PVDeletionProtectionFinalizer)
+}
+
+// releaseCached removes the deletion finalizer from a PV whose volume this
+// process deleted without reading the PV first: one JSON patch (RFC 6902)
+// whose tests make the API server check what the removal rests on, that
+// the PV is the one of that UID and that the finalizer is where the cached
+// copy has it, and which removes that finalizer and nothing else. Whatever
+// else changed on the PV since, the removal stays right (releaseAfterDelete).
+// done is false when it does not apply or the API server refused the
+// patch's tests: the caller then goes on from a fresh read.
+func (p patchVolumes) releaseCached(ctx context.Context, pv *v1.PersistentVolume, opts metav1.UpdateOptions) (out *v1.PersistentVolume, done bool, err error) {
+	h := p.hooks
+	if h == nil || h.Cached == nil || h.VolumeDeleted == nil || pv.UID == "" ||
+		slices.Contains(pv.Finalizers, storagehelpers.PVDeletionProtectionFinalizer) || !h.VolumeDeleted(pv.UID) {
+		return nil, false, nil
+	}
+	cached := h.Cached(pv.Name)
+	if cached == nil || cached.UID != pv.UID {
+		return nil, false, nil
+	}
+	patch, ok := FinalizerRemoval(cached, storagehelpers.PVDeletionProtectionFinalizer)
+	if !ok {
+		return nil, false, nil
+	}
+	if h.BeforeRelease != nil {
+		if err := h.BeforeRelease(ctx, cached); err != nil {
+			return nil, true, err
+		}
+	}
+	out, err = p.Patch(ctx, pv.Name, types.JSONPatchType, patch, metav1.PatchOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager})
+	switch {
+	case err == nil:
+	case apierrors.IsNotFound(err):
+		out = nil // the PV is gone
+	default:
+		klog.FromContext(ctx).V(4).Info("Removing the deletion finalizer from the cached copy failed; reading the PV", "pv", klog.KObj(pv), "err", err)
+		return nil, false, nil
+	}
+	h.Released(pv.UID)
+	klog.FromContext(ctx).V(4).Info("Removed the deletion finalizer of a deleted volume's PV, from the cached copy", "pv", klog.KObj(pv))
+	return out, true, err
+}
+
+// FinalizerRemoval is the JSON patch that removes finalizer from pv where
+// pv has it, on condition that the object patched has pv's UID and that
+// finalizer at that place; ok is false if pv does not have it. Pure.
+func FinalizerRemoval(pv *v1.PersistentVolume, finalizer string) (patch []byte, ok bool) {
+	i := slices.Index(pv.Finalizers, finalizer)
+	if i < 0 || pv.UID == "" {
+		return nil, false
+	}
+	at := fmt.Sprintf("/metadata/finalizers/%d", i)
+	patch, _ = json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": string(pv.UID)},
+		{"op": "test", "path": at, "value": finalizer},
+		{"op": "remove", "path": at},
+	})
+	return patch, true
 }
 
 // releaseDeleted removes the deletion finalizer from a PV whose volume is

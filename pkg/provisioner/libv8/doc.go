@@ -11,8 +11,10 @@
 //     library PR #164, fixed in PR #173 (v10.0.1). Client's Hooks add
 //     what v8 has no place for: the claim version relayed on a new PV
 //     (inflight.RelayClaimVersion), the in-flight record dropped before a
-//     PV's finalizer goes, and a deleted volume's finalizer removed from
-//     fresh reads instead of redoing the deletion on a conflict.
+//     PV's finalizer goes, and a deleted volume's finalizer removed by a
+//     JSON patch from the cache's copy (its tests checked by the API
+//     server), else from fresh reads, instead of redoing the deletion on
+//     a conflict.
 //   - volumes.go, CopyingVolumes: v8 edits the cached PV in place before it
 //     writes it, racing every other reader of the cache and leaving a
 //     refused change in it; the library reads copies. Volumes.Requeue
