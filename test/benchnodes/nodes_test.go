@@ -223,12 +223,14 @@ func figures(r row) map[string]any {
 		if len(ms) == 0 {
 			return
 		}
-		rss, hwm := make([]int64, len(ms)), make([]int64, len(ms))
+		rss, hwm, anon, file := make([]int64, len(ms)), make([]int64, len(ms)), make([]int64, len(ms)), make([]int64, len(ms))
 		for i, m := range ms {
-			rss[i], hwm[i] = m.rss, m.hwm
+			rss[i], hwm[i], anon[i], file[i] = m.rss, m.hwm, m.anon, m.file
 		}
 		f[key+"_rss_p50_bytes"], f[key+"_rss_max_bytes"] = medianMax(rss)
 		f[key+"_hwm_p50_bytes"], f[key+"_hwm_max_bytes"] = medianMax(hwm)
+		f[key+"_rss_anon_p50_bytes"], f[key+"_rss_anon_max_bytes"] = medianMax(anon)
+		f[key+"_rss_file_p50_bytes"], f[key+"_rss_file_max_bytes"] = medianMax(file)
 	}
 	put("synced", r.afterSync)
 	put("after_new", r.afterNew)

@@ -13,10 +13,13 @@ import (
 // statistics and its report. They run in `make test` without TETHER_BENCH.
 
 // procMem is one process's memory at one moment, from /proc/PID/status:
-// VmRSS now and VmHWM, the peak so far, in bytes.
-type procMem struct{ rss, hwm int64 }
+// VmRSS now and VmHWM, the peak so far, and of VmRSS the anonymous pages
+// (the process's own: heap, stacks, runtime) and the file pages (its
+// binary's code and data mapped in, shared and reclaimable), in bytes.
+type procMem struct{ rss, hwm, anon, file int64 }
 
-// parseStatus reads VmRSS and VmHWM (kB) from a /proc/PID/status text.
+// parseStatus reads VmRSS, VmHWM, RssAnon and RssFile (kB) from a
+// /proc/PID/status text.
 func parseStatus(status string) procMem {
 	var m procMem
 	for line := range strings.Lines(status) {
@@ -37,6 +40,10 @@ func parseStatus(status string) procMem {
 			m.rss = kb << 10
 		case "VmHWM":
 			m.hwm = kb << 10
+		case "RssAnon":
+			m.anon = kb << 10
+		case "RssFile":
+			m.file = kb << 10
 		}
 	}
 	return m
@@ -187,15 +194,20 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
 // memPair is "median / max" of the VmRSS (or VmHWM) of the processes.
 func memPair(ms []procMem, hwm bool) string {
+	if hwm {
+		return memOf(ms, func(m procMem) int64 { return m.hwm })
+	}
+	return memOf(ms, func(m procMem) int64 { return m.rss })
+}
+
+// memOf is "median / max" of one figure of the processes.
+func memOf(ms []procMem, figure func(procMem) int64) string {
 	if len(ms) == 0 {
 		return "-"
 	}
 	v := make([]int64, len(ms))
 	for i, m := range ms {
-		v[i] = m.rss
-		if hwm {
-			v[i] = m.hwm
-		}
+		v[i] = figure(m)
 	}
 	med, most := medianMax(v)
 	return mib(med) + " / " + mib(most)
@@ -267,6 +279,12 @@ func render(title string, rows []row) string {
 	})
 	add("VmRSS after sync, median / max", func(r row) string { return memPair(r.afterSync, false) })
 	add("VmRSS after the new claims, median / max", func(r row) string { return memPair(r.afterNew, false) })
+	add("of it anonymous (RssAnon: heap, stacks, runtime), median / max", func(r row) string {
+		return memOf(r.afterNew, func(m procMem) int64 { return m.anon })
+	})
+	add("of it the binary's pages (RssFile: shared, reclaimable), median / max", func(r row) string {
+		return memOf(r.afterNew, func(m procMem) int64 { return m.file })
+	})
 	add("peak RSS (VmHWM) at the end, median / max", func(r row) string { return memPair(r.afterNew, true) })
 	add("processes under 64 MiB peak RSS", func(r row) string { return under(r.afterNew, 64<<20) })
 	add("Go heap in use after sync, median / max", func(r row) string { return heapPair(r.heapSync) })
@@ -353,8 +371,8 @@ func kindsText(kinds map[string]int) string {
 }
 
 func TestParseStatus(t *testing.T) {
-	m := parseStatus("Name:\tprovisioner\nVmHWM:\t   65536 kB\nVmRSS:\t   32768 kB\nThreads:\t12\n")
-	if m.rss != 32<<20 || m.hwm != 64<<20 {
+	m := parseStatus("Name:\tprovisioner\nVmHWM:\t   65536 kB\nVmRSS:\t   32768 kB\nRssAnon:\t   8192 kB\nRssFile:\t   24576 kB\nThreads:\t12\n")
+	if m.rss != 32<<20 || m.hwm != 64<<20 || m.anon != 8<<20 || m.file != 24<<20 {
 		t.Fatalf("got %+v", m)
 	}
 	if m := parseStatus("garbage"); m != (procMem{}) {
