@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,7 +71,9 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 
 // stillToDelete checks on the API server's copy of a PV that its volume
 // is still to be deleted: the library decides on its cache, and an admin
-// may have patched the PV to Retain since, to keep the disk. An
+// may have patched the PV to Retain since, to keep the disk, or this
+// process deleted the volume already and removed the PV's deletion
+// finalizer, which the cache has not seen yet. An
 // IgnoredError makes the library leave the PV alone.
 func (p *Provisioner) stillToDelete(ctx context.Context, pv *v1.PersistentVolume) error {
 	fresh, err := p.o.Client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
@@ -81,6 +84,11 @@ func (p *Provisioner) stillToDelete(ctx context.Context, pv *v1.PersistentVolume
 		return err
 	case pv.UID != "" && fresh.UID != pv.UID:
 		return &controller.IgnoredError{Reason: "the PV was replaced by another of the same name"}
+	case fresh.DeletionTimestamp != nil && !slices.Contains(fresh.Finalizers, storagehelpers.PVDeletionProtectionFinalizer):
+		// The library's own rule, on the API server's copy: its deletion
+		// finalizer is off a PV being deleted once the volume is gone. A
+		// cache that has not seen the removal yet would delete it again.
+		return &controller.IgnoredError{Reason: "the PV is being deleted and its deletion finalizer is off: its volume is deleted already"}
 	case fresh.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete:
 		return &controller.IgnoredError{Reason: "the PV's reclaim policy is now " + string(fresh.Spec.PersistentVolumeReclaimPolicy)}
 	case nodeloss.Released(fresh):

@@ -308,6 +308,37 @@ func TestDeleteKeepsDiskPatchedToRetain(t *testing.T) {
 	}
 }
 
+// Found by TestDeleteWaitsForDetach on a real API server: the library
+// deleted a PV's volume, deleted the PV and removed its deletion
+// finalizer, but another finalizer keeps the PV, and a second sync from
+// a cache that still has the finalizer would delete the volume again.
+// Delete decides on the API server's copy.
+func TestDeleteOnceThoughTheCacheLags(t *testing.T) {
+	e := newEnv(t)
+	e.createClaim(newClaim())
+	pv := e.mustProvision()
+	e.savePV(pv)
+	cached := e.apiPV(pv.Name) // as the library's cache still has it
+	if !slices.Contains(cached.Finalizers, storagehelpers.PVDeletionProtectionFinalizer) {
+		t.Fatalf("the saved PV has no deletion finalizer: %v", cached.Finalizers)
+	}
+	saved := cached.DeepCopy()
+	now := metav1.Now()
+	saved.DeletionTimestamp = &now
+	saved.Finalizers = []string{"kubernetes.io/pv-protection"}
+	if _, err := e.client.CoreV1().PersistentVolumes().Update(e.ctx, saved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.p.Delete(e.ctx, cached)
+	var ignored *controller.IgnoredError
+	if !errors.As(err, &ignored) {
+		t.Errorf("Delete of a PV whose deletion finalizer is off: %v, want it ignored", err)
+	}
+	if got := e.driver.volumes(); !slices.Equal(got, []string{testVolume}) {
+		t.Errorf("driver volumes %v: DeleteVolume was called", got)
+	}
+}
+
 func (e *env) apiPV(name string) *v1.PersistentVolume {
 	e.t.Helper()
 	pv, err := e.client.CoreV1().PersistentVolumes().Get(e.ctx, name, metav1.GetOptions{})
