@@ -396,6 +396,13 @@ func (c *Conn) probe(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// CheckAddress checks a driver address as Connect would take it, without
+// dialing: a unix socket path, with or without "unix://".
+func CheckAddress(address string) error {
+	_, err := socketPath(address)
+	return err
+}
+
 // socketPath turns "unix:///path", "unix:path" or "/path" into "/path".
 func socketPath(address string) (string, error) {
 	p := address

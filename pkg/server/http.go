@@ -100,6 +100,23 @@ type HTTPOptions struct {
 	Pprof bool
 }
 
+// Validate checks the address and the metrics path, without listening: an
+// address Serve could not even try (not host:port), or a metrics path that
+// does not start with / or is under /healthz, is an error. An empty address
+// serves nothing, and an empty path is /metrics.
+func (o HTTPOptions) Validate() error {
+	if o.Addr == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
+		return fmt.Errorf("--http-endpoint=%s: %w", o.Addr, err)
+	}
+	if p := o.MetricsPath; p != "" && (!strings.HasPrefix(p, "/") || p == "/healthz" || strings.HasPrefix(p, "/healthz/")) {
+		return fmt.Errorf("metrics path %q: must start with / and not be under /healthz", p)
+	}
+	return nil
+}
+
 // Serve serves the metrics (Registry's and client-go's, see Gatherer),
 // /healthz (every check), /healthz/<check> (one check) and, on request,
 // /debug/pprof/ until ctx ends. It returns once listening, with the bound
@@ -108,11 +125,11 @@ func Serve(ctx context.Context, o HTTPOptions) (string, error) {
 	if o.Addr == "" {
 		return "", nil
 	}
+	if err := o.Validate(); err != nil {
+		return "", err
+	}
 	if o.MetricsPath == "" {
 		o.MetricsPath = "/metrics"
-	}
-	if !strings.HasPrefix(o.MetricsPath, "/") || o.MetricsPath == "/healthz" || strings.HasPrefix(o.MetricsPath, "/healthz/") {
-		return "", fmt.Errorf("metrics path %q: must start with / and not be under /healthz", o.MetricsPath)
 	}
 	if o.Health == nil {
 		o.Health = &Health{}

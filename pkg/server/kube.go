@@ -26,6 +26,14 @@ func (o *KubeOptions) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries allowed to the API server.")
 }
 
+// Validate checks the client's rate limits: both positive.
+func (o KubeOptions) Validate() error {
+	if o.QPS <= 0 || o.Burst <= 0 {
+		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.QPS, o.Burst)
+	}
+	return nil
+}
+
 // RestConfig builds the client configuration.
 func (o KubeOptions) RestConfig(userAgent string) (*rest.Config, error) {
 	var (
@@ -40,8 +48,8 @@ func (o KubeOptions) RestConfig(userAgent string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
-	if o.QPS <= 0 || o.Burst <= 0 {
-		return nil, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.QPS, o.Burst)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
 	cfg.UserAgent = userAgent

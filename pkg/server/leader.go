@@ -87,13 +87,13 @@ func (o *LeaderOptions) AddFlags(fs *flag.FlagSet, n LeaderFlagNames) {
 	}
 }
 
-func (o LeaderOptions) validate() error {
+// Validate checks the options RunElected needs when leader election is
+// on: the timings (CheckTimings), a name, and a drain timeout that is not
+// negative.
+func (o LeaderOptions) Validate() error {
 	var errs []string
-	if o.LeaseDuration <= o.RenewDeadline {
-		errs = append(errs, "the lease duration must be longer than the renew deadline")
-	}
-	if o.RenewDeadline <= o.RetryPeriod {
-		errs = append(errs, "the renew deadline must be longer than the retry period")
+	if err := o.CheckTimings(); err != nil {
+		errs = append(errs, err.Error())
 	}
 	if o.Name == "" {
 		errs = append(errs, "the lease has no name")
@@ -103,6 +103,27 @@ func (o LeaderOptions) validate() error {
 	}
 	if len(errs) > 0 {
 		return errors.New("leader election: " + strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// CheckTimings checks what the duration flags set: the lease duration
+// longer than the renew deadline, the renew deadline longer than the retry
+// period, and the retry period positive (client-go's elector refuses it
+// otherwise).
+func (o LeaderOptions) CheckTimings() error {
+	var errs []string
+	if o.LeaseDuration <= o.RenewDeadline {
+		errs = append(errs, "the lease duration must be longer than the renew deadline")
+	}
+	if o.RenewDeadline <= o.RetryPeriod {
+		errs = append(errs, "the renew deadline must be longer than the retry period")
+	}
+	if o.RetryPeriod <= 0 {
+		errs = append(errs, "the retry period must be positive")
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -146,7 +167,7 @@ func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOption
 		defer o.leaderStatus("", false)
 		return runBounded(ctx, o.DrainTimeout, run)
 	}
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return err
 	}
 	if o.Namespace == "" {
