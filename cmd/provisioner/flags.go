@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/tether-csi/tether/internal/cli"
 	"github.com/tether-csi/tether/pkg/nodeloss"
 	"github.com/tether-csi/tether/pkg/provisioner"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
@@ -43,6 +45,7 @@ type options struct {
 	clusterID                     string
 	handBack                      bool
 	nodeLossGrace                 time.Duration
+	env                           podEnv
 	compat                        compatOptions
 }
 
@@ -228,12 +231,13 @@ func (l *leaseLabels) Set(v string) error {
 	return nil
 }
 
-// parseFlags parses args onto o and checks what parsing alone cannot. A
-// syntax error has been printed with the usage when it returns;
-// flag.ErrHelp means --help was asked for.
-func parseFlags(o *options, args []string) (*flag.FlagSet, error) {
+// parseFlags parses args onto o. Help asked for is printed on stdout and
+// returns flag.ErrHelp; a syntax error is printed with the usage on
+// stderr. An argument that is not a flag is an error too. The values are
+// checked by checkOptions.
+func parseFlags(o *options, args []string, stdout, stderr io.Writer) (*flag.FlagSet, error) {
 	fs := newFlagSet(o)
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
 		return fs, err
 	}
 	if fs.NArg() > 0 {
@@ -241,37 +245,16 @@ func parseFlags(o *options, args []string) (*flag.FlagSet, error) {
 		// after it would be dropped without a word.
 		return fs, fmt.Errorf("unexpected argument %q: every argument must be a flag", fs.Arg(0))
 	}
-	if o.nodeLossGrace <= 0 {
-		return fs, fmt.Errorf("--node-loss-grace must be positive, got %s", o.nodeLossGrace)
-	}
-	return fs, o.compat.validate(&o.httpEndpoint)
+	return fs, nil
 }
 
-// validate checks the compatibility flags, and folds --metrics-address into
-// the HTTP endpoint.
-func (c *compatOptions) validate(httpEndpoint *string) error {
-	if c.loggingFormat != "text" {
-		return fmt.Errorf("--logging-format=%s: only text is supported", c.loggingFormat)
+// endpoint is the address to serve HTTP on: --http-endpoint, or EP's
+// deprecated --metrics-address (checkOptions refuses both at once).
+func (o options) endpoint() string {
+	if o.compat.metricsAddress != "" {
+		return o.compat.metricsAddress
 	}
-	if c.metricsAddress != "" {
-		if *httpEndpoint != "" {
-			return fmt.Errorf("only one of --metrics-address and --http-endpoint can be set")
-		}
-		*httpEndpoint = c.metricsAddress
-	}
-	if !strings.HasPrefix(c.metricsPath, "/") {
-		return fmt.Errorf("--metrics-path=%s: must start with /", c.metricsPath)
-	}
-	if c.logFlush <= 0 {
-		return fmt.Errorf("--log-flush-frequency must be positive")
-	}
-	if c.capacityQPS < 0 || c.capacityBurst < 0 {
-		return fmt.Errorf("--kube-api-capacity-qps and --kube-api-capacity-burst must not be negative")
-	}
-	if c.cloningThreads == 0 {
-		return fmt.Errorf("--cloning-protection-threads must be at least 1")
-	}
-	return nil
+	return o.httpEndpoint
 }
 
 // givenIgnored lists the ignored flags that were given, with the reason.
@@ -298,8 +281,8 @@ func (o options) restConfig(userAgent string) (*rest.Config, error) {
 		}
 		return cfg, err
 	}
-	if o.kube.QPS <= 0 || o.kube.Burst <= 0 {
-		return nil, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.kube.QPS, o.kube.Burst)
+	if err := o.kube.Validate(); err != nil {
+		return nil, err
 	}
 	cfg := &rest.Config{Host: master, QPS: float32(o.kube.QPS), Burst: o.kube.Burst, UserAgent: userAgent}
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"

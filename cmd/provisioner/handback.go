@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/tether-csi/tether/internal/cli"
 	"github.com/tether-csi/tether/pkg/provisioner"
 )
 
@@ -40,5 +41,5 @@ func exitCode(err error) int {
 	if errors.Is(err, errRecordsLeft) {
 		return 3
 	}
-	return 1
+	return cli.ExitFailed
 }

@@ -1,10 +1,15 @@
 // Command provisioner is tether's CSI external-provisioner sidecar.
+//
+// Exit status: 0 when stopped by a signal, and after --help (printed on
+// stdout) or --version; 2 for a bad setting (a flag, an argument, or the
+// environment a flag needs), found by checkOptions before --version prints
+// and before any connection; 1 for a failure once started; 3 when
+// --hand-back leaves claims with the in-flight record.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -47,18 +52,9 @@ import (
 )
 
 func main() {
-	o := defaultOptions()
-	fs, err := parseFlags(&o, os.Args[1:])
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(0)
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "provisioner:", err)
-		os.Exit(2)
-	}
-	if o.compat.showVersion {
-		fmt.Println(os.Args[0], version.String())
-		os.Exit(0)
+	o, fs, status, exit := begin(os.Args, os.Getenv, os.Stdout, os.Stderr)
+	if exit {
+		os.Exit(status)
 	}
 	gogc.Default(gcPercent, os.LookupEnv)
 	klog.StartFlushDaemon(o.compat.logFlush)
@@ -86,45 +82,16 @@ func main() {
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
 
-// checkStart checks what run needs from the flags and the environment
-// before it waits for the driver; in node-deployment mode it takes the
-// node's name from NODE_NAME.
-func checkStart(o *options) error {
-	if o.workers == 0 {
-		return fmt.Errorf("--worker-threads must be at least 1")
-	}
-	if p := o.orphans.Policy; p != sweep.Report && p != sweep.Delete {
-		return fmt.Errorf("--orphan-policy=%s: must be report or delete", p)
-	}
-	if o.nodeDeployment {
-		if o.node.NodeName = os.Getenv("NODE_NAME"); o.node.NodeName == "" {
-			return fmt.Errorf("--node-deployment needs this node's name in the NODE_NAME environment variable (the downward API's spec.nodeName)")
-		}
-	}
-	if o.capacity {
-		if os.Getenv("NAMESPACE") == "" {
-			return fmt.Errorf("--enable-capacity needs the pod's namespace in the NAMESPACE environment variable")
-		}
-		if o.capacityOwnerLevel >= 0 && os.Getenv("POD_NAME") == "" {
-			return fmt.Errorf("--enable-capacity needs the pod's name in the POD_NAME environment variable (or --capacity-ownerref-level=-1)")
-		}
-	}
-	return nil
-}
-
 func run(ctx context.Context, o options) error {
-	// What the command line and the environment get wrong is said now,
-	// not after the CSI socket appears (which may be never).
-	if err := checkStart(&o); err != nil {
-		return err
-	}
+	// What the command line and the environment get wrong was said by
+	// checkOptions, before the CSI socket appears (which may be never).
 	cfg, err := o.restConfig("tether-provisioner")
 	if err != nil {
 		return err
 	}
 	reg := server.NewRegistry()
 	health := &server.Health{}
-	if _, err := server.Serve(ctx, server.HTTPOptions{Addr: o.httpEndpoint, MetricsPath: o.compat.metricsPath, Registry: reg, Health: health, Pprof: o.pprof}); err != nil {
+	if _, err := server.Serve(ctx, server.HTTPOptions{Addr: o.endpoint(), MetricsPath: o.compat.metricsPath, Registry: reg, Health: health, Pprof: o.pprof}); err != nil {
 		return err
 	}
 	conn, err := tcsi.Connect(ctx, tcsi.Options{Address: o.csiAddress, Timeout: o.timeout, Registerer: reg})
@@ -252,12 +219,12 @@ func run(ctx context.Context, o options) error {
 				return err
 			}
 		}
-		owner, err := capacityOwner(ctx, capacityClient, os.Getenv("NAMESPACE"), os.Getenv("POD_NAME"), o.capacityOwnerLevel)
+		owner, err := capacityOwner(ctx, capacityClient, o.env.namespace, o.env.podName, o.capacityOwnerLevel)
 		if err != nil {
 			return err
 		}
 		publisher, err = capacity.New(capacity.Options{
-			Client: capacityClient, Driver: conn, Namespace: os.Getenv("NAMESPACE"), Owner: owner, ManagedBy: managedBy,
+			Client: capacityClient, Driver: conn, Namespace: o.env.namespace, Owner: owner, ManagedBy: managedBy,
 			Segments: segmentsFunc(driver, popts.Node, csiNodeInf.Lister(), nodeInf.Lister()),
 			Classes:  classInf.Lister(), ImmediateBinding: o.capacityImmediate, PollInterval: o.capacityPoll,
 			DriverParams: func(params map[string]string) (map[string]string, error) {
