@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"io"
+	"strings"
 	"testing"
 
+	"github.com/tether-csi/tether/internal/cli"
 	"github.com/tether-csi/tether/internal/flagdoc"
 )
 
@@ -14,21 +18,74 @@ func TestDocsListEveryFlag(t *testing.T) {
 
 // Issue 25: `binder --kubeconfig=kc foo --workers=0` ran with 100 workers
 // (the flag package stops at the first argument that is not a flag).
-func TestParseFlagsRefusesWhatCannotRun(t *testing.T) {
-	for _, args := range [][]string{
-		{"--kubeconfig=kc", "foo", "--workers=0"},
-		{"--workers=0"},
-		{"--resync-period=0s"},
-		{"--node-loss-grace=0s"},
-		{"--no-such-flag"},
+// Issue 38: every value no binder can run with is found before it starts,
+// by the flag package or by checkOptions.
+func TestCheckOptions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // a fragment of the error; "" for none
+	}{
+		{nil, ""},
+		{[]string{"--kubeconfig=kc", "--workers=3", "--version"}, ""},
+		{[]string{"--kubeconfig=kc", "foo", "--workers=0"}, "unexpected arguments"},
+		{[]string{"--no-such-flag"}, "not defined"},
+		{[]string{"--workers=x"}, "invalid value"},
+		{[]string{"--workers=0"}, "--workers"},
+		{[]string{"--resync-period=0s"}, "--resync-period"},
+		{[]string{"--node-loss-grace=0s"}, "--node-loss-grace"},
+		{[]string{"--kube-api-qps=0"}, "--kube-api-qps"},
+		{[]string{"--kube-api-burst=-1"}, "--kube-api-burst"},
+		{[]string{"--http-endpoint=8080"}, "--http-endpoint"},
+		{[]string{"--http-endpoint=:8080"}, ""},
+		{[]string{"--leader-elect-lease-duration=10s"}, "lease duration"},
+		{[]string{"--leader-elect-renew-deadline=2s"}, "renew deadline"},
+		{[]string{"--leader-elect-retry-period=0s"}, "retry period"},
+		{[]string{"--leader-elect-resource-name="}, "no name"},
+		{[]string{"--leader-elect=false", "--leader-elect-resource-name="}, ""},
 	} {
 		o := defaultOptions()
-		if err := parseFlags(&o, args); err == nil {
-			t.Errorf("%q: accepted (workers %d)", args, o.workers)
+		err := parseFlags(&o, tc.args, io.Discard, io.Discard)
+		if err == nil {
+			err = checkOptions(o)
+		}
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: refused: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: %v (workers %d), want an error naming %s", tc.args, err, o.workers, tc.want)
 		}
 	}
-	o := defaultOptions()
-	if err := parseFlags(&o, []string{"--kubeconfig=kc", "--workers=3", "--version"}); err != nil || o.workers != 3 || !o.showVersion {
-		t.Errorf("good flags: %v (workers %d, version %v)", err, o.workers, o.showVersion)
+}
+
+// Issue 38: --version prints only after every setting passed; a bad
+// setting exits 2 whoever finds it; help is on stdout with status 0.
+func TestBegin(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		status int
+		exit   bool
+		stdout string // a fragment; "" for nothing
+		stderr string
+	}{
+		{[]string{"--version"}, 0, true, "binder ", ""},
+		{[]string{"--workers=0", "--version"}, cli.ExitBadSetting, true, "", "--workers"},
+		{[]string{"--kube-api-qps=0", "--version"}, cli.ExitBadSetting, true, "", "--kube-api-qps"},
+		{[]string{"--leader-elect-retry-period=20s", "--version"}, cli.ExitBadSetting, true, "", "retry period"},
+		{[]string{"--no-such-flag", "--version"}, cli.ExitBadSetting, true, "", "not defined"},
+		{[]string{"--version", "x"}, cli.ExitBadSetting, true, "", "unexpected arguments"},
+		{[]string{"-h"}, 0, true, "Usage: binder", ""},
+		{[]string{"--workers=0", "--help"}, 0, true, "-resync-period", ""},
+		{[]string{"--workers=3"}, 0, false, "", ""},
+	} {
+		var stdout, stderr bytes.Buffer
+		_, status, exit := begin(append([]string{"binder"}, tc.args...), &stdout, &stderr)
+		if status != tc.status || exit != tc.exit {
+			t.Errorf("%q: status %d, exit %v; want %d, %v\nstderr: %s", tc.args, status, exit, tc.status, tc.exit, stderr.String())
+		}
+		for _, w := range []struct{ name, got, want string }{{"stdout", stdout.String(), tc.stdout}, {"stderr", stderr.String(), tc.stderr}} {
+			if (w.want == "") != (w.got == "") || !strings.Contains(w.got, w.want) {
+				t.Errorf("%q: %s %q, want %q", tc.args, w.name, w.got, w.want)
+			}
+		}
 	}
 }

@@ -1,5 +1,10 @@
 // Command binder is tether's persistent-volume binder: it binds claims to
 // volumes in place of kube-controller-manager's persistentvolume-binder-controller.
+//
+// Exit status: 0 when stopped by a signal, and after --help (printed on
+// stdout) or --version; 2 for a bad setting (a flag or an argument), found
+// by checkOptions before --version prints and before any connection; 1 for
+// a failure once started.
 package main
 
 import (
@@ -7,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/tether-csi/tether/internal/cli"
 	"github.com/tether-csi/tether/internal/gogc"
 	"github.com/tether-csi/tether/internal/version"
 	"github.com/tether-csi/tether/pkg/binder"
@@ -75,42 +82,78 @@ func newFlagSet(o *options) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses the command line into o: an argument that is not a
-// flag, or a value no binder can run with, is an error (and not, as with
-// the flag package alone, the silent end of the flags).
-func parseFlags(o *options, args []string) error {
+// parseFlags parses the command line into o: help asked for is printed on
+// stdout and returns flag.ErrHelp; a syntax error is printed with the usage
+// on stderr; an argument that is not a flag is an error (and not, as with
+// the flag package alone, the silent end of the flags). checkOptions checks
+// the values.
+func parseFlags(o *options, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(o)
-	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q: the binder takes flags only", fs.Args())
 	}
-	if o.workers < 1 {
+	return nil
+}
+
+// checkOptions checks every setting before --version prints and before the
+// binder reads a kubeconfig: a value no binder can run with is an error (a
+// bad setting, exit status 2). What only the cluster can say (a kubeconfig
+// that does not load, a port in use) is left to run.
+func checkOptions(o options) error {
+	switch {
+	case o.workers < 1:
 		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
-	}
-	if o.resync <= 0 {
+	case o.resync <= 0:
 		return fmt.Errorf("--resync-period must be positive, got %s", o.resync)
-	}
-	if o.nodeLoss <= 0 {
+	case o.nodeLoss <= 0:
 		return fmt.Errorf("--node-loss-grace must be positive, got %s", o.nodeLoss)
+	}
+	if err := o.kube.Validate(); err != nil {
+		return err
+	}
+	if err := (server.HTTPOptions{Addr: o.httpEndpoint}).Validate(); err != nil {
+		return err
+	}
+	if o.leader.Enabled {
+		if err := o.leader.Validate(); err != nil {
+			return fmt.Errorf("--leader-elect: %w", err)
+		}
 	}
 	return nil
 }
 
-func main() {
-	o := defaultOptions()
-	switch err := parseFlags(&o, os.Args[1:]); {
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(0)
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "binder:", err)
-		os.Exit(2)
+// begin is main's start: it parses args (the program's name first) and
+// checks every setting. exit is true when the process ends here, with
+// status: 0 after the help (on stdout) or the version, which prints only
+// once every setting passed; cli.ExitBadSetting after a bad setting, said
+// on stderr.
+func begin(args []string, stdout, stderr io.Writer) (o options, status int, exit bool) {
+	o = defaultOptions()
+	err := parseFlags(&o, args[1:], stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return o, 0, true
+	}
+	if err == nil {
+		err = checkOptions(o)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "binder:", err)
+		return o, cli.ExitBadSetting, true
 	}
 	if o.showVersion {
-		fmt.Println(os.Args[0], version.String())
-		os.Exit(0)
+		fmt.Fprintln(stdout, args[0], version.String())
+		return o, 0, true
+	}
+	return o, 0, false
+}
+
+func main() {
+	o, status, exit := begin(os.Args, os.Stdout, os.Stderr)
+	if exit {
+		os.Exit(status)
 	}
 	gogc.Default(gcPercent, os.LookupEnv)
 
@@ -126,7 +169,7 @@ func main() {
 		}
 		klog.FromContext(ctx).Error(err, "Binder failed")
 		klog.Flush()
-		os.Exit(1)
+		os.Exit(cli.ExitFailed)
 	}
 	klog.Flush()
 }
