@@ -6,7 +6,12 @@
 //
 // pushes every archive, checks the registry serves the digests tether.yaml
 // pins, and writes tether-registry.example.com_tether.yaml naming them
-// there. `-h` lists the flags.
+// there. `-h` lists the flags, on stdout.
+//
+// Exit status: 0 once pushed, and after -h or -version (printed only once
+// every setting passed); 2 for a bad setting (a flag, an argument, a
+// -registry no image can be named in), before anything is read or sent; 1
+// when the push fails (no bundle in -dir, a registry that refuses).
 package main
 
 import (
@@ -14,24 +19,30 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 
+	"github.com/tether-csi/tether/internal/cli"
 	"github.com/tether-csi/tether/internal/release"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	prog := filepath.Base(os.Args[0])
-	err := release.PushCommand(ctx, prog, os.Args[1:], os.Stdout, os.Stderr)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
-	case err != nil:
-		fmt.Fprintf(os.Stderr, "%s: %v\n", prog, err)
-		os.Exit(1)
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is tether-push with args (the program's name first); it returns the
+// exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	prog := filepath.Base(args[0])
+	err := release.PushCommand(ctx, prog, args[1:], stdout, stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 	}
+	return cli.ExitCode(err)
 }
