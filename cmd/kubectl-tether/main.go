@@ -4,6 +4,11 @@
 // over and why, and the provisioning path; with -A, a table of every claim
 // that waits, with its cause. It only reads (get and list), and says what
 // it could not read.
+//
+// Exit status of why: 0 Bound, 1 not Bound, 2 cannot tell; 2 also for bad
+// arguments, as a bad setting in every tether program (internal/cli), said
+// before anything is read. Help asked for (-h, --help, help, and after
+// version or why) is printed on stdout with status 0.
 package main
 
 import (
@@ -79,6 +84,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "version", "--version", "-version":
+		if len(args) == 2 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help") {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
 		if len(args) > 1 {
 			fmt.Fprintln(stderr, "error: version takes no arguments")
 			return explain.ExitCannotTell

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/tether-csi/tether/internal/cli"
 	"github.com/tether-csi/tether/pkg/explain"
 )
 
@@ -93,6 +94,10 @@ func TestUsage(t *testing.T) {
 		{args: []string{"why", "--bogus"}, status: 2, stderr: "flag provided but not defined: -bogus"},
 		{args: []string{"version", "x"}, status: 2, stderr: "no arguments"},
 		{args: []string{"version"}, status: 0, stdout: "kubectl-tether "},
+		{args: []string{"version", "--help"}, status: 0, stdout: "Usage:"},
+		{args: []string{"--version", "-h"}, status: 0, stdout: "Usage:"},
+		{args: []string{"--version", "-n", "x"}, status: 2, stderr: "no arguments"},
+		{args: []string{"why", "-o", "yaml", "--help"}, status: 0, stdout: "Flags of why:"},
 	}
 	for _, tt := range tests {
 		var out, errs bytes.Buffer
@@ -105,6 +110,10 @@ func TestUsage(t *testing.T) {
 		if tt.stderr != "" && !strings.Contains(errs.String(), tt.stderr) {
 			t.Errorf("run(%q): %q not on stderr:\n%s", tt.args, tt.stderr, errs.String())
 		}
+	}
+	// A bad setting exits as in every tether program (issue 38).
+	if explain.ExitCannotTell != cli.ExitBadSetting {
+		t.Errorf("bad arguments exit %d, the other programs' bad settings %d", explain.ExitCannotTell, cli.ExitBadSetting)
 	}
 	// Every flag parse defines is in the usage.
 	for _, name := range flagNames(t) {
