@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/tether-csi/tether/internal/cli"
 	"github.com/tether-csi/tether/internal/release"
 )
 
@@ -47,9 +49,12 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0) // push -h: the help is on stdout
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
-		os.Exit(1)
+		os.Exit(cli.ExitCode(err)) // 2 for a bad setting, as tether-push
 	}
 }
 
