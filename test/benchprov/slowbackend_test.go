@@ -54,6 +54,15 @@ type slowBackend struct {
 	deletes map[string]*opCounts   // by volume name
 	// busy is how many calls are at work now; peak the most at once.
 	busy, peak int
+	// trace, if set, gets each volume's first DeleteVolume at work: its
+	// arrival and its finish.
+	trace *deleteTrace
+}
+
+func (b *slowBackend) setTrace(d *deleteTrace) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.trace = d
 }
 
 // opCounts is what one volume's CreateVolume (or DeleteVolume) calls did.
@@ -164,10 +173,15 @@ func (b *slowBackend) DeleteVolume(_ context.Context, req *csi.DeleteVolumeReque
 		name = id
 	}
 	c := b.arrive(b.deletes, name, held)
+	trace := b.trace
 	b.mu.Unlock()
 	defer b.leave(c)
 	if !held {
 		return &csi.DeleteVolumeResponse{}, nil
+	}
+	if trace != nil {
+		trace.mark(trace.deleteArrived, name, time.Now())
+		defer func() { trace.mark(trace.deleteFinished, name, time.Now()) }()
 	}
 	<-b.after(b.latency)
 	ctx, cancel := workContext()

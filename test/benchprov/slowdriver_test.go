@@ -98,6 +98,7 @@ type slowRow struct {
 	createRequests, deleteRequests map[string]float64
 	cpu                            string
 	failed                         string
+	trace                          *deleteTrace // each volume's deletion stages
 }
 
 func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
@@ -204,7 +205,11 @@ func runSlow(t *testing.T, p slowPair, n int, latency, delay time.Duration) slow
 	if p.floor {
 		gone = floorDeleteWrites(bc.config)
 	}
-	lat, total, err = deleteAndWait(t, bc.config, n, gone)
+	r.trace = newDeleteTrace()
+	if backend != nil {
+		backend.setTrace(r.trace)
+	}
+	lat, total, err = deleteAndWait(t, bc.config, n, gone, r.trace)
 	if err != nil {
 		r.failed = "to all deleted: " + err.Error()
 		t.Error(err)
@@ -309,7 +314,7 @@ func floorDeleteWrites(config *rest.Config) func(context.Context, *corev1.Persis
 // watch has seen every PV gone. Latencies run from each claim's deletion
 // to its PV gone. gone, if set, runs for each claim's PV once the claim is
 // deleted (the floor's writes), on a goroutine of its own.
-func deleteAndWait(t *testing.T, config *rest.Config, n int, gone func(context.Context, *corev1.PersistentVolume) error) ([]time.Duration, time.Duration, error) {
+func deleteAndWait(t *testing.T, config *rest.Config, n int, gone func(context.Context, *corev1.PersistentVolume) error, trace *deleteTrace) ([]time.Duration, time.Duration, error) {
 	ctx := t.Context()
 	fast := rest.CopyConfig(config)
 	fast.QPS, fast.Burst = 20000, 40000
@@ -318,13 +323,19 @@ func deleteAndWait(t *testing.T, config *rest.Config, n int, gone func(context.C
 	inf := factory.Core().V1().PersistentVolumes().Informer()
 	var mu sync.Mutex
 	goneAt := map[string]time.Time{}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
+		if pv, ok := obj.(*corev1.PersistentVolume); ok && pv.Status.Phase == corev1.VolumeReleased {
+			trace.mark(trace.released, pv.Name, time.Now())
+		}
+	}, DeleteFunc: func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
 		if pv, ok := obj.(*corev1.PersistentVolume); ok {
+			now := time.Now()
+			trace.mark(trace.gone, pv.Name, now)
 			mu.Lock()
-			goneAt[pv.Name] = time.Now()
+			goneAt[pv.Name] = now
 			mu.Unlock()
 		}
 	}}); err != nil {
@@ -355,8 +366,10 @@ func deleteAndWait(t *testing.T, config *rest.Config, n int, gone func(context.C
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			now := time.Now()
+			trace.mark(trace.claimDeleted, pv.Name, now)
 			mu.Lock()
-			deletedAt[pv.Name] = time.Now()
+			deletedAt[pv.Name] = now
 			mu.Unlock()
 			if err := admin.CoreV1().PersistentVolumeClaims("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 				errs <- err
@@ -464,6 +477,7 @@ func renderSlow(name string, n int, latency, delay time.Duration, rows []slowRow
 			fmt.Sprintf("%d (%d)", d.maxAtWork, d.multiAtWork), fmt.Sprintf("%d (%d)", d.maxStarted, d.multiStarted), fmt.Sprint(r.peak), fmt.Sprint(r.left))
 	}
 	b.WriteString(slowGoals(name, n, latency, rows, limits))
+	b.WriteString(renderStages(rows))
 	for _, r := range rows {
 		if r.failed != "" {
 			continue
