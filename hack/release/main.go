@@ -28,9 +28,14 @@ import (
 const usage = `usage: release images|release|push [flags]
   images   build the OCI image archives of binder, provisioner, local-driver
   release  images, then kubectl-tether and tether-push binaries, tether.yaml,
-           tether-alerts.yaml, RELEASE_NOTES.md and SHA256SUMS
+           tether-provisioner-alerts.yaml, tether-binder-alerts.yaml,
+           RELEASE_NOTES.md and SHA256SUMS
   push     upload a release folder's images and indexes to a registry
 `
+
+// monitoringFiles are the files of deploy/monitoring a release carries,
+// each as tether-<name>.
+var monitoringFiles = []string{"provisioner-alerts.yaml", "binder-alerts.yaml"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -133,12 +138,14 @@ func build(ctx context.Context, what string, args []string) error {
 	if err := os.WriteFile(filepath.Join(*out, "tether.yaml"), manifests, 0o644); err != nil {
 		return err
 	}
-	alerts, err := os.ReadFile(filepath.Join(root, "deploy", "monitoring", "alerts.yaml"))
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(*out, "tether-alerts.yaml"), alerts, 0o644); err != nil {
-		return err
+	for _, name := range monitoringFiles {
+		data, err := os.ReadFile(filepath.Join(root, "deploy", "monitoring", name))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(*out, "tether-"+name), data, 0o644); err != nil {
+			return err
+		}
 	}
 	changelog, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))
 	if err != nil {
