@@ -2,7 +2,8 @@
 # Builds a release twice and wants the same bytes: every image archive, the
 # kubectl-tether binaries, tether.yaml and the notes (CI runs this after
 # make test). The first build checks what make release checks: a semver
-# version, every binary's --version, no :latest and digests in tether.yaml.
+# version, every binary's --version, no :latest and digests in tether.yaml;
+# it also wants the alert rules and the Grafana dashboard in the release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # By default, a pre-release of the version CHANGELOG.md's Unreleased
@@ -20,6 +21,12 @@ if ! diff -u "$first" "$out/SHA256SUMS"; then
   exit 1
 fi
 (cd "$out" && sha256sum -c --quiet SHA256SUMS)
+for f in tether-provisioner-alerts.yaml tether-binder-alerts.yaml tether-dashboard.json; do
+  if ! grep -q " $f\$" "$out/SHA256SUMS"; then
+    echo "release-check: $version has no $f" >&2
+    exit 1
+  fi
+done
 if grep -nE 'image: .*:latest' "$out/tether.yaml" || grep -rnE 'newTag: *latest|image: .*:latest' deploy/; then
   echo "release-check: tether.yaml or deploy/ names :latest" >&2
   exit 1

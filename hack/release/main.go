@@ -29,13 +29,13 @@ const usage = `usage: release images|release|push [flags]
   images   build the OCI image archives of binder, provisioner, local-driver
   release  images, then kubectl-tether and tether-push binaries, tether.yaml,
            tether-provisioner-alerts.yaml, tether-binder-alerts.yaml,
-           RELEASE_NOTES.md and SHA256SUMS
+           tether-dashboard.json, RELEASE_NOTES.md and SHA256SUMS
   push     upload a release folder's images and indexes to a registry
 `
 
 // monitoringFiles are the files of deploy/monitoring a release carries,
 // each as tether-<name>.
-var monitoringFiles = []string{"provisioner-alerts.yaml", "binder-alerts.yaml"}
+var monitoringFiles = []string{"provisioner-alerts.yaml", "binder-alerts.yaml", "dashboard.json"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

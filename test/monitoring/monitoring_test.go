@@ -57,7 +57,9 @@ var notScrapedHere = map[string]string{
 //     its type, labels and component, and every documented one is served;
 //   - node mode's /healthz follows the CSI connection;
 //   - a real Prometheus scraping them with deploy/monitoring's rules (a
-//     test copy with short windows) fires TetherProvisioningFailing.
+//     test copy with short windows) fires TetherProvisioningFailing;
+//   - that Prometheus runs every query of deploy/monitoring/dashboard.json,
+//     each naming only metrics the binaries serve.
 func TestMonitoring(t *testing.T) {
 	docs := readDocMetrics(t)
 	rules := allRules(t)
@@ -173,6 +175,23 @@ func TestMonitoring(t *testing.T) {
 				t.Errorf("alert %s is %s too (labels %v)", a.Labels["alertname"], a.State, a.Labels)
 			}
 		}
+	})
+
+	t.Run("dashboard queries", func(t *testing.T) {
+		if prom == nil {
+			t.Skip(noProm)
+		}
+		served := map[string]string{} // family: type
+		for proc, addr := range addrs {
+			families, err := scrape(t.Context(), addr)
+			if err != nil {
+				t.Fatalf("%s: %v", proc, err)
+			}
+			for name, f := range families {
+				served[name] = strings.ToLower(f.GetType().String())
+			}
+		}
+		checkDashboardOnPrometheus(t, prom, served)
 	})
 
 	t.Run("metrics documented", func(t *testing.T) {

@@ -1,7 +1,11 @@
 // Package monitoring tests what an SRE loads and reads: the metrics that
-// tether's binaries serve against docs/metrics.md, the alerting rules of
-// deploy/monitoring with promtool, and the rules on a real Prometheus that
-// scrapes a binder and provisioners on a test control plane.
+// tether's binaries serve against docs/metrics.md (monitoring_test.go,
+// docs_test.go); the alerting rules of deploy/monitoring with promtool,
+// their PrometheusRule components and their runbooks in docs/runbooks.md
+// (rules_test.go, runbooks_test.go); the Grafana dashboard's queries
+// (dashboard_test.go); and the rules and the dashboard on a real
+// Prometheus that scrapes a binder and provisioners on a test control
+// plane (monitoring_test.go, prometheus_test.go).
 package monitoring
 
 import (
