@@ -387,6 +387,11 @@ spec:
                   type: object
                   properties:
                     matchLabels: {type: object, additionalProperties: {type: string}}
+                namespaceSelector:
+                  type: object
+                  properties:
+                    any: {type: boolean}
+                    matchNames: {type: array, items: {type: string}}
                 podMetricsEndpoints:
                   type: array
                   items:
