@@ -28,8 +28,9 @@ import (
 const usage = `usage: release images|release|push [flags]
   images   build the OCI image archives of binder, provisioner, local-driver
   release  images, then kubectl-tether and tether-push binaries, tether.yaml,
-           tether-provisioner-alerts.yaml, tether-binder-alerts.yaml,
-           tether-dashboard.json, RELEASE_NOTES.md and SHA256SUMS
+           tether-production.yaml, tether-provisioner-alerts.yaml,
+           tether-binder-alerts.yaml, tether-dashboard.json, RELEASE_NOTES.md
+           and SHA256SUMS
   push     upload a release folder's images and indexes to a registry
 `
 
@@ -131,12 +132,14 @@ func build(ctx context.Context, what string, args []string) error {
 		}
 		logf("%s", name)
 	}
-	manifests, err := release.Render(root, built)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(*out, "tether.yaml"), manifests, 0o644); err != nil {
-		return err
+	for _, b := range release.Bundles {
+		manifests, err := release.Render(root, b.Dir, built)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(*out, b.File), manifests, 0o644); err != nil {
+			return err
+		}
 	}
 	for _, name := range monitoringFiles {
 		data, err := os.ReadFile(filepath.Join(root, "deploy", "monitoring", name))

@@ -85,35 +85,53 @@ func CheckPinned(manifests []byte) error {
 	return nil
 }
 
-// Render is `kubectl kustomize` of deploy/csi (under root) with the images
-// pinned, done in-process by kustomize's own library (the version kubectl
-// v1.36 embeds, with kubectl's defaults: no plugins, files only under the
-// kustomization's root, the legacy resource order), so a release needs Go
-// and nothing else. It refuses manifests CheckPinned refuses.
-func Render(root string, built []Built) ([]byte, error) {
-	dir, err := os.MkdirTemp("", "tether-bundle-")
+// Bundle is one manifests file of a release and the kustomization, a
+// folder under deploy/, that it is rendered from.
+type Bundle struct {
+	File, Dir string
+}
+
+// Bundles are a release's manifests: tether.yaml, all of deploy/csi (the
+// example local driver too), and tether-production.yaml, deploy/production
+// (tether without the example driver).
+var Bundles = []Bundle{
+	{File: "tether.yaml", Dir: "deploy/csi"},
+	{File: "tether-production.yaml", Dir: "deploy/production"},
+}
+
+// Render is `kubectl kustomize` of dir (a folder under root's deploy/, such
+// as deploy/csi) with the images pinned, done in-process by kustomize's own
+// library (the version kubectl v1.36 embeds, with kubectl's defaults: no
+// plugins, files only under the kustomization's root, the legacy resource
+// order), so a release needs Go and nothing else. It refuses manifests
+// CheckPinned refuses.
+func Render(root, dir string, built []Built) ([]byte, error) {
+	if !strings.HasPrefix(filepath.ToSlash(dir), "deploy/") {
+		return nil, fmt.Errorf("render %s: not a folder under deploy/", dir)
+	}
+	tmp, err := os.MkdirTemp("", "tether-bundle-")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	if err := os.CopyFS(filepath.Join(dir, "deploy"), os.DirFS(filepath.Join(root, "deploy"))); err != nil {
+	defer os.RemoveAll(tmp)
+	if err := os.CopyFS(filepath.Join(tmp, "deploy"), os.DirFS(filepath.Join(root, "deploy"))); err != nil {
 		return nil, err
 	}
-	k, err := Overlay("../deploy/csi", built)
+	k, err := Overlay("../"+filepath.ToSlash(dir), built)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "release"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(tmp, "release"), 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "release", "kustomization.yaml"), []byte(k), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, "release", "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		return nil, err
 	}
 	opts := krusty.MakeDefaultOptions()
 	opts.Reorder = krusty.ReorderOptionUnspecified // what kubectl kustomize passes without --reorder
-	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Join(dir, "release"))
+	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Join(tmp, "release"))
 	if err != nil {
-		return nil, fmt.Errorf("kustomize deploy/csi: %w", err)
+		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
 	}
 	out, err := m.AsYaml()
 	if err != nil {

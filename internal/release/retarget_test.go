@@ -73,7 +73,7 @@ func TestPushWritesTetherYAMLForTheRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifests, err := Render(root, built)
+	manifests, err := Render(root, "deploy/csi", built)
 	if err != nil {
 		t.Fatal(err)
 	}
