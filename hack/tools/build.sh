@@ -92,15 +92,35 @@ fi
 # module's own go.mod (and replace lines) decide every dependency version.
 # (`go install pkg@version` would do the same, but it asks the proxy for the
 # module's version list, which the proxy here refuses for some modules.)
+# Extra arguments go to go build (-ldflags ...).
 build_in_module() {
   local mod=$1 version=$2 pkg=$3 out=$4 src work
+  shift 4
   src=$(go mod download -json "$mod@$version" | awk -F'"' '/"Dir"/ {print $4}')
   [ -n "$src" ] || { echo "cannot download $mod@$version" >&2; return 1; }
   work=$(mktemp -d)
   cp -r "$src/." "$work/"; chmod -R u+w "$work"
-  (cd "$work" && GOFLAGS=-mod=mod go build -trimpath -o "$bin/$out" "./$pkg")
+  (cd "$work" && GOFLAGS=-mod=mod go build -trimpath "$@" -o "$bin/$out" "./$pkg")
   rm -rf "$work"
 }
+
+# Helm, in its own module: it requires the Kubernetes v0.37 modules, this
+# module pins v0.36. The flags are those of Helm's own Makefile: its
+# version, and the Kubernetes version its client modules are (what helm
+# template and helm lint assume of the cluster).
+if missing helm; then
+  mark
+  echo ">> building helm $HELM_VERSION (about 2 minutes on 2 cores)"
+  helm_mod=helm.sh/helm/v3
+  kminor=$(go mod download -json "$helm_mod@$HELM_VERSION" | awk -F'"' '/"GoMod"/ {print $4}' |
+    xargs awk '$1=="k8s.io/client-go" {split($2, v, "."); print v[2]; exit}')
+  [ -n "$kminor" ] || { echo "cannot read k8s.io/client-go's version from $helm_mod@$HELM_VERSION's go.mod" >&2; exit 1; }
+  CGO_ENABLED=0 build_in_module "$helm_mod" "$HELM_VERSION" cmd/helm helm -ldflags "-s -w
+    -X $helm_mod/internal/version.version=$HELM_VERSION -X $helm_mod/internal/version.metadata=
+    -X $helm_mod/pkg/lint/rules.k8sVersionMajor=1 -X $helm_mod/pkg/lint/rules.k8sVersionMinor=$kminor
+    -X $helm_mod/pkg/chartutil.k8sVersionMajor=1 -X $helm_mod/pkg/chartutil.k8sVersionMinor=$kminor"
+  took
+fi
 
 if missing csi-sanity; then
   mark
