@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds a release twice and wants the same bytes: every image archive, the
-# kubectl-tether binaries, tether.yaml and the notes (CI runs this after
-# make test). The first build checks what make release checks: a semver
-# version, every binary's --version, no :latest and digests in tether.yaml;
-# it also wants the alert rules and the Grafana dashboard in the release.
+# kubectl-tether binaries, tether.yaml, tether-production.yaml and the notes
+# (CI runs this after make test). The first build checks what make release
+# checks: a semver version, every binary's --version, no :latest and
+# digests in both bundles; then that the alert rules and the Grafana
+# dashboard are in the release, that the production bundle holds no part
+# of the example driver, and that the chart's versions are the release's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # By default, a pre-release of the version CHANGELOG.md's Unreleased
@@ -27,8 +29,20 @@ for f in tether-provisioner-alerts.yaml tether-binder-alerts.yaml tether-dashboa
     exit 1
   fi
 done
-if grep -nE 'image: .*:latest' "$out/tether.yaml" || grep -rnE 'newTag: *latest|image: .*:latest' deploy/; then
-  echo "release-check: tether.yaml or deploy/ names :latest" >&2
+if grep -nE 'image: .*:latest' "$out/tether.yaml" "$out/tether-production.yaml" || grep -rnE 'newTag: *latest|image: .*:latest' deploy/; then
+  echo "release-check: tether.yaml, tether-production.yaml or deploy/ names :latest" >&2
   exit 1
 fi
-echo "release-check: $version built twice, the same $(wc -l <"$out/SHA256SUMS") files; tether.yaml pinned"
+# The production bundle: the binder pinned by digest, no part of the example driver.
+if ! grep -qE 'image: .*/binder:.*@sha256:' "$out/tether-production.yaml" ||
+  grep -nE 'kind: (DaemonSet|CSIDriver|StorageClass)|local-driver|privileged' "$out/tether-production.yaml"; then
+  echo "release-check: tether-production.yaml lacks the pinned binder or holds the example driver" >&2
+  exit 1
+fi
+# The chart installs the images of the release its tree becomes.
+chart=deploy/helm/tether/Chart.yaml core=${version%%-*}
+if ! grep -qx "appVersion: $core" "$chart" || ! grep -qx "version: ${core#v}" "$chart"; then
+  echo "release-check: $chart's version and appVersion are not ${core#v} and $core ($version's)" >&2
+  exit 1
+fi
+echo "release-check: $version built twice, the same $(wc -l <"$out/SHA256SUMS") files; tether.yaml and tether-production.yaml pinned"
