@@ -89,14 +89,17 @@ func CheckPinned(manifests []byte) error {
 // folder under deploy/, that it is rendered from.
 type Bundle struct {
 	File, Dir string
+	// Components are the components whose images the bundle names; nil:
+	// every one.
+	Components []string
 }
 
 // Bundles are a release's manifests: tether.yaml, all of deploy/csi (the
 // example local driver too), and tether-production.yaml, deploy/production
-// (tether without the example driver).
+// (tether without the example driver: the binder's image only).
 var Bundles = []Bundle{
 	{File: "tether.yaml", Dir: "deploy/csi"},
-	{File: "tether-production.yaml", Dir: "deploy/production"},
+	{File: "tether-production.yaml", Dir: "deploy/production", Components: []string{"binder"}},
 }
 
 // Render is `kubectl kustomize` of dir (a folder under root's deploy/, such

@@ -35,7 +35,9 @@ type PushOptions struct {
 	// Registry, if set, replaces the registry and path the images were
 	// built with (ghcr.io/tether-csi): <Registry>/<component>:<tag>. Push
 	// then writes Dir's tether.yaml naming them, as ManifestsFile(Registry)
-	// in Dir (see Retarget), unless it names them already.
+	// in Dir (see Retarget), and tether-production.yaml as
+	// RetargetedFile("tether-production.yaml", Registry), unless they name
+	// them already.
 	Registry string
 	// Remote are extra options (transport, auth); by default the
 	// keychain of ~/.docker/config.json.
@@ -103,12 +105,12 @@ func Push(ctx context.Context, o PushOptions) error {
 	if o.Registry == "" {
 		return nil
 	}
-	file, err := writeRetargeted(o.Dir, built, o.Registry)
-	if err != nil {
-		return fmt.Errorf("tether.yaml for %s: %w", o.Registry, err)
+	files, err := writeRetargeted(o.Dir, built, o.Registry)
+	for _, file := range files {
+		o.Log("wrote %s: the bundle's manifests with the images in %s, the same digests; apply it with kubectl apply -f %s", file, o.Registry, file)
 	}
-	if file != "" {
-		o.Log("wrote %s: tether.yaml with the images in %s, the same digests; apply it with kubectl apply -f %s", file, o.Registry, file)
+	if err != nil {
+		return fmt.Errorf("the manifests for %s: %w", o.Registry, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -14,7 +15,14 @@ import (
 // letters, digits, '.' and '-' made '_' (registry.example.com/tether gives
 // tether-registry.example.com_tether.yaml).
 func ManifestsFile(registry string) string {
-	return "tether-" + unsafeChars.ReplaceAllString(strings.TrimSuffix(registry, "/"), "_") + ".yaml"
+	return RetargetedFile("tether.yaml", registry)
+}
+
+// RetargetedFile names the copy of a bundle's manifests file (one of
+// Bundles) that Push writes for a registry: tether-production.yaml gives
+// tether-production-<registry>.yaml, the registry as in ManifestsFile.
+func RetargetedFile(file, registry string) string {
+	return strings.TrimSuffix(file, ".yaml") + "-" + unsafeChars.ReplaceAllString(strings.TrimSuffix(registry, "/"), "_") + ".yaml"
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9.-]`)
@@ -25,6 +33,12 @@ var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9.-]`)
 // (the bytes are the same), nor does anything else. It fails if a
 // component's pin is on no image line: the manifests are not the bundle's.
 func Retarget(manifests []byte, built []Built, registry string) ([]byte, error) {
+	return retarget(manifests, built, registry, nil)
+}
+
+// retarget is Retarget that wants the pins of the named components only
+// (nil: every one), for a bundle that names some of the images.
+func retarget(manifests []byte, built []Built, registry string, components []string) ([]byte, error) {
 	to := map[string]string{}
 	seen := map[string]bool{}
 	for _, b := range built {
@@ -41,31 +55,39 @@ func Retarget(manifests []byte, built []Built, registry string) ([]byte, error) 
 		return bytes.Replace(line, []byte(ref), []byte(next), 1)
 	})
 	for _, b := range built {
-		if !seen[b.Ref+"@"+b.Digest] {
-			return nil, fmt.Errorf("tether.yaml has no image %s@%s (images.json's %s)", b.Ref, b.Digest, b.Component)
+		if !seen[b.Ref+"@"+b.Digest] && (components == nil || slices.Contains(components, b.Component)) {
+			return nil, fmt.Errorf("no image %s@%s (images.json's %s)", b.Ref, b.Digest, b.Component)
 		}
 	}
 	return out, CheckPinned(out)
 }
 
-// writeRetargeted writes dir's tether.yaml retargeted to registry as
-// ManifestsFile(registry) beside it, and returns that file's path; "" if
-// dir has no tether.yaml (an images folder) or it names registry already.
-func writeRetargeted(dir string, built []Built, registry string) (string, error) {
-	manifests, err := os.ReadFile(filepath.Join(dir, "tether.yaml"))
-	if os.IsNotExist(err) {
-		return "", nil
+// writeRetargeted writes each of dir's Bundles retargeted to registry as
+// RetargetedFile(file, registry) beside it, and returns the paths it
+// wrote: none for a bundle dir does not hold (an images folder) or one
+// that names registry already.
+func writeRetargeted(dir string, built []Built, registry string) ([]string, error) {
+	var files []string
+	for _, b := range Bundles {
+		manifests, err := os.ReadFile(filepath.Join(dir, b.File))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return files, err
+		}
+		out, err := retarget(manifests, built, registry, b.Components)
+		if err != nil {
+			return files, fmt.Errorf("%s: %w", b.File, err)
+		}
+		if bytes.Equal(out, manifests) {
+			continue
+		}
+		file := filepath.Join(dir, RetargetedFile(b.File, registry))
+		if err := os.WriteFile(file, out, 0o644); err != nil {
+			return files, err
+		}
+		files = append(files, file)
 	}
-	if err != nil {
-		return "", err
-	}
-	out, err := Retarget(manifests, built, registry)
-	if err != nil {
-		return "", err
-	}
-	if bytes.Equal(out, manifests) {
-		return "", nil
-	}
-	file := filepath.Join(dir, ManifestsFile(registry))
-	return file, os.WriteFile(file, out, 0o644)
+	return files, nil
 }

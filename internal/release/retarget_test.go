@@ -19,6 +19,9 @@ func TestManifestsFile(t *testing.T) {
 			t.Errorf("ManifestsFile(%q) = %q, want %q", registry, got, want)
 		}
 	}
+	if got, want := RetargetedFile("tether-production.yaml", "localhost:5000/t"), "tether-production-localhost_5000_t.yaml"; got != want {
+		t.Errorf("RetargetedFile = %q, want %q", got, want)
+	}
 }
 
 func TestRetarget(t *testing.T) {
@@ -62,7 +65,9 @@ func TestRetarget(t *testing.T) {
 // is the repository's deploy/csi rendered as make release does, to another
 // registry: push writes tether-<registry>.yaml, whose every one of tether's
 // images is in that registry, pinned by the same digest, and resolves
-// there; tether.yaml itself is unchanged (SHA256SUMS still holds).
+// there; tether.yaml itself is unchanged (SHA256SUMS still holds). The
+// bundle's tether-production.yaml (deploy/production) gets
+// tether-production-<registry>.yaml, naming the binder in that registry.
 func TestPushWritesTetherYAMLForTheRegistry(t *testing.T) {
 	dir := t.TempDir()
 	var built []Built
@@ -78,6 +83,13 @@ func TestPushWritesTetherYAMLForTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "tether.yaml"), manifests, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	production, err := Render(root, "deploy/production", built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tether-production.yaml"), production, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	host := testRegistry(t, nil)
@@ -106,5 +118,15 @@ func TestPushWritesTetherYAMLForTheRegistry(t *testing.T) {
 	}
 	if len(out) == 0 || strings.Count(string(out), "\n") != strings.Count(string(manifests), "\n") {
 		t.Errorf("the pushed tether.yaml has %d lines, tether.yaml %d", strings.Count(string(out), "\n"), strings.Count(string(manifests), "\n"))
+	}
+
+	// tether-production.yaml too: the binder's image, in the registry.
+	prod, err := os.ReadFile(filepath.Join(dir, RetargetedFile("tether-production.yaml", registry)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	binder := registry + "/binder:v0.1.0@" + built[0].Digest
+	if built[0].Component != "binder" || !strings.Contains(string(prod), "image: "+binder+"\n") || strings.Contains(string(prod), "ghcr.io/tether-csi/") {
+		t.Errorf("the pushed tether-production.yaml does not name %s alone:\n%s", binder, prod)
 	}
 }
