@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 
 # The pinned tools (etcd, kube-*, kubectl, csi-sanity, mock driver, upstream
-# external-provisioner). CI points this at a per-machine cache.
+# external-provisioner, helm). CI points this at a per-machine cache.
 TOOLS_BIN ?= $(CURDIR)/.cache/tools/bin
 export TETHER_TOOLS_BIN := $(TOOLS_BIN)
 

@@ -2,7 +2,11 @@
 
 // Package tools pins the control-plane binaries that tests run against,
 // and kind (make e2e-kind).
-// Build them with `make tools`; see hack/tools/build.sh.
+// Build them with `make tools`; see hack/tools/build.sh. The tools that
+// need other versions of the Kubernetes modules (csi-test, the upstream
+// external-provisioner and external-snapshotter, helm) are not here:
+// build.sh builds each in its own module, at the version versions.env
+// names.
 package tools
 
 import (
