@@ -44,7 +44,8 @@ type options struct {
 // defaultOptions are the flags' defaults.
 func defaultOptions() options {
 	o := options{
-		// The binder makes about five writes per claim; these limits let it
+		// A bind takes four writes (the volume's claimRef and phase, the claim's
+		// volumeName and phase: pkg/binder/apply.go); these limits let it
 		// bind a few hundred claims a second.
 		kube:   server.KubeOptions{QPS: 1000, Burst: 2000},
 		leader: server.DefaultLeaderOptions("tether-binder", true),
@@ -67,7 +68,7 @@ func defaultOptions() options {
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("binder", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: binder [flags]\n\nBinds PersistentVolumeClaims to PersistentVolumes, in place of kube-controller-manager's\npersistentvolume-binder-controller (run that with --controllers=-persistentvolume-binder-controller,*).\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: binder [flags]\n\nBinds PersistentVolumeClaims to PersistentVolumes, in place of kube-controller-manager's\npersistentvolume-binder-controller (run that with --controllers=*,-persistentvolume-binder-controller).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	klog.InitFlags(fs)
