@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"io"
 	"strings"
 	"testing"
@@ -14,6 +15,16 @@ import (
 func TestDocsListEveryFlag(t *testing.T) {
 	o := defaultOptions()
 	flagdoc.CheckREADME(t, newFlagSet(&o), "../../docs/binder.md")
+}
+
+// Every flag of the binder the README and the docs name in prose (all but
+// the other programs' pages) takes the value they give it, and has the
+// default they say.
+func TestDocsProseFlags(t *testing.T) {
+	flagdoc.CheckProse(t, func() *flag.FlagSet {
+		o := defaultOptions()
+		return newFlagSet(&o)
+	}, "../..", "docs/provisioner.md", "docs/why.md", "docs/release.md")
 }
 
 // Issue 25: `binder --kubeconfig=kc foo --workers=0` ran with 100 workers

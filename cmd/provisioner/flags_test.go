@@ -17,6 +17,16 @@ func TestDocsListEveryFlag(t *testing.T) {
 	flagdoc.CheckREADME(t, newFlagSet(&o), "../../docs/provisioner.md")
 }
 
+// Every flag of the provisioner the README and the docs name in prose
+// (all but the other programs' pages) takes the value they give it, and
+// has the default they say.
+func TestDocsProseFlags(t *testing.T) {
+	flagdoc.CheckProse(t, func() *flag.FlagSet {
+		o := defaultOptions()
+		return newFlagSet(&o)
+	}, "../..", "docs/binder.md", "docs/why.md", "docs/release.md")
+}
+
 // epFlags is every flag external-provisioner v6.3.0 accepts, with a value
 // in its syntax, derived from its source: cmd/csi-provisioner/csi-provisioner.go
 // (its own flags and --feature-gates), csi-lib-utils v0.24.0 standardflags
