@@ -1,0 +1,111 @@
+package doccheck
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"k8s.io/klog/v2"
+)
+
+func TestCodeFlags(t *testing.T) {
+	dir := t.TempDir()
+	src := `package x
+
+import "flag"
+
+func f(fs *flag.FlagSet, o *opts) {
+	fs.StringVar(&o.a, "alpha", "", "")
+	fs.Duration("beta", 0, "")
+	flag.BoolFunc("gamma", "", nil)
+	o.leader.AddFlags(fs, server.LeaderFlagNames{Namespace: "delta-namespace", Name: "delta-name"})
+	fs.IntVar(&o.b, name, 0, "")
+	m.String("not-a-flag-call-but-counted")
+	x := Other{Name: "epsilon"}
+	for _, n := range []string{"A", "all-pending"} {
+		fs.BoolVar(&o.all, n, false, "")
+	}
+	for _, n := range []string{"zeta"} {
+		use(n)
+	}
+}
+`
+	p := filepath.Join(dir, "x.go")
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := CodeFlags([]string{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n := range got {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	want := []string{"A", "all-pending", "alpha", "beta", "delta-name", "delta-namespace", "gamma", "not-a-flag-call-but-counted"}
+	if !slices.Equal(names, want) {
+		t.Errorf("got %q, want %q", names, want)
+	}
+}
+
+func TestCheckFlagNames(t *testing.T) {
+	known := map[string]bool{"workers": true, "v": true}
+	foreign := map[string]string{"controllers": "kube-controller-manager"}
+	md := "`--workers=3`, `-v`, `--controllers=*,-x`\n```\n`--in-a-fence`\n```\n`--wokers` and `--gone` (default 1)\n"
+	want := []string{
+		"d.md:5: --wokers is a flag of no tether program (nor of another program the docs name: foreignFlags)",
+		"d.md:5: --gone is a flag of no tether program (nor of another program the docs name: foreignFlags)",
+	}
+	if got := CheckFlagNames("d.md", md, known, foreign); !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// foreignFlags are the flags of other programs the docs name, each with
+// its program.
+var foreignFlags = map[string]string{
+	"controllers":                     "kube-controller-manager",
+	"pvclaimbinder-sync-period":       "kube-controller-manager",
+	"node-monitor-grace-period":       "kube-controller-manager",
+	"master":                          "kube-controller-manager, and external-provisioner before v5",
+	"max-requests-inflight":           "kube-apiserver",
+	"max-mutating-requests-inflight":  "kube-apiserver",
+	"etcd-servers":                    "kube-apiserver",
+	"cgroup-root":                     "kubelet",
+	"enable-distributed-snapshotting": "csi-snapshotter",
+	"kubelet-registration-path":       "csi-node-driver-registrar",
+	"n":                               "kubectl",
+	"o":                               "kubectl",
+	"namespace":                       "kubectl",
+	"all-namespaces":                  "kubectl",
+	"trimpath":                        "go build",
+	"race":                            "go test",
+	"x":                               "go build",
+	"flag":                            "a flag in general",
+}
+
+// Every flag the Markdown names in a code span is a flag of one of
+// tether's programs (the binder, the provisioner, kubectl-tether,
+// tether-push, the release tool, the example driver, the test
+// harnesses' programs), klog's, or one of foreignFlags.
+func TestFlagNamesExist(t *testing.T) {
+	r := root(t)
+	known, err := CodeFlags(goSources(t, r, "cmd", "pkg", "internal", "examples", "hack", "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	klogFlags.VisitAll(func(f *flag.Flag) { known[f.Name] = true })
+	for _, f := range []string{"h", "help"} { // every Go program's
+		known[f] = true
+	}
+	for _, p := range markdownFiles(t, r) {
+		for _, problem := range CheckFlagNames(p, read(t, filepath.Join(r, p)), known, foreignFlags) {
+			t.Error(problem)
+		}
+	}
+}
