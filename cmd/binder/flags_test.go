@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/tether-csi/tether/internal/cli"
+	"github.com/tether-csi/tether/internal/doccheck"
 	"github.com/tether-csi/tether/internal/flagdoc"
 )
 
@@ -98,5 +100,36 @@ func TestBegin(t *testing.T) {
 				t.Errorf("%q: %s %q, want %q", tc.args, w.name, w.got, w.want)
 			}
 		}
+	}
+}
+
+// Every container of deploy/ and examples/ that runs the binder passes it
+// args its own flag parser takes, and no stray argument.
+func TestManifestArgsParse(t *testing.T) {
+	containers, err := doccheck.ManifestContainers("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for path, cs := range containers {
+		for _, c := range cs {
+			if doccheck.ImageProgram(c.Image) != "binder" {
+				continue
+			}
+			n++
+			o := defaultOptions()
+			fs := newFlagSet(&o)
+			fs.SetOutput(io.Discard)
+			err := fs.Parse(c.Args)
+			if err == nil && fs.NArg() > 0 {
+				err = fmt.Errorf("stray arguments %q", fs.Args())
+			}
+			if err != nil {
+				t.Error(doccheck.ArgsProblem(path, c, err))
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no container of deploy/ or examples/ runs the binder: the reading is broken")
 	}
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tether-csi/tether/internal/doccheck"
 	"github.com/tether-csi/tether/internal/flagdoc"
 )
 
@@ -225,5 +227,36 @@ func TestCapacityConfig(t *testing.T) {
 	}
 	if o.compat.capacityConfig(nil) != nil {
 		t.Error("no capacity limits should share the main client")
+	}
+}
+
+// Every container of deploy/ and examples/ that runs the provisioner passes it
+// args its own flag parser takes, and no stray argument.
+func TestManifestArgsParse(t *testing.T) {
+	containers, err := doccheck.ManifestContainers("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for path, cs := range containers {
+		for _, c := range cs {
+			if doccheck.ImageProgram(c.Image) != "provisioner" {
+				continue
+			}
+			n++
+			o := defaultOptions()
+			fs := newFlagSet(&o)
+			fs.SetOutput(io.Discard)
+			err := fs.Parse(c.Args)
+			if err == nil && fs.NArg() > 0 {
+				err = fmt.Errorf("stray arguments %q", fs.Args())
+			}
+			if err != nil {
+				t.Error(doccheck.ArgsProblem(path, c, err))
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no container of deploy/ or examples/ runs the provisioner: the reading is broken")
 	}
 }
