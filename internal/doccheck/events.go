@@ -201,3 +201,89 @@ func CompareReasons(doc string, listed map[string]int, recorded map[string]strin
 	sort.Strings(problems)
 	return problems
 }
+
+// EventWords returns the words that may be event reasons in md: CamelCase
+// words in backticks on a line that speaks of events (event, Warning) or
+// in a paragraph that begins with "Events", outside fenced code blocks,
+// each with its line.
+func EventWords(md string) []Ref {
+	var refs []Ref
+	in := false
+	for _, l := range ProseLines(md) {
+		t := strings.TrimSpace(l.Text)
+		switch {
+		case t == "" || strings.HasPrefix(t, "#"):
+			in = false
+		case strings.HasPrefix(t, "Events"):
+			in = true
+		}
+		lower := strings.ToLower(t)
+		if !in && !strings.Contains(lower, "event") && !strings.Contains(t, "Warning") {
+			continue
+		}
+		for _, m := range reasonWord.FindAllStringSubmatch(t, -1) {
+			if isCamel(m[1]) {
+				refs = append(refs, Ref{Name: m[1], Line: l.N})
+			}
+		}
+	}
+	return refs
+}
+
+// isCamel says whether w has a lower-case letter followed by an
+// upper-case one (ProvisioningFailed; not Warning, not PVC).
+func isCamel(w string) bool {
+	for i := 1; i < len(w); i++ {
+		if w[i-1] >= 'a' && w[i-1] <= 'z' && w[i] >= 'A' && w[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckEventWords returns a problem, "path:line: ...", for each word of
+// refs that is not a reason the code records, nor a name the code
+// declares (a type, function, method, field or constant: words in
+// backticks near "event" are often those), nor one of others (another
+// component's reasons and names, with whose they are).
+func CheckEventWords(path string, refs []Ref, reasons, declared map[string]bool, others map[string]string) []string {
+	var problems []string
+	for _, r := range refs {
+		if _, ok := others[r.Name]; ok || reasons[r.Name] || declared[r.Name] {
+			continue
+		}
+		problems = append(problems, fmt.Sprintf("%s:%d: %s is no event reason the code records (nor a name it declares)", path, r.Line, r.Name))
+	}
+	return problems
+}
+
+// DeclaredNames returns the names the Go files declare: types,
+// functions, methods, constants, variables and struct fields.
+func DeclaredNames(files []string) (map[string]bool, error) {
+	names := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.FuncDecl:
+				names[n.Name.Name] = true
+			case *ast.TypeSpec:
+				names[n.Name.Name] = true
+			case *ast.ValueSpec:
+				for _, id := range n.Names {
+					names[id.Name] = true
+				}
+			case *ast.Field:
+				for _, id := range n.Names {
+					names[id.Name] = true
+				}
+			}
+			return true
+		})
+	}
+	return names, nil
+}
