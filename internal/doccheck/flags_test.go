@@ -2,6 +2,7 @@ package doccheck
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,6 +65,50 @@ func TestCheckFlagNames(t *testing.T) {
 	}
 }
 
+// knownFlags are the flags tether's programs register, and klog's.
+func knownFlags(t *testing.T, r string) map[string]bool {
+	t.Helper()
+	known, err := CodeFlags(goSources(t, r, "cmd", "pkg", "internal", "examples", "hack", "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	klogFlags.VisitAll(func(f *flag.Flag) { known[f.Name] = true })
+	for _, f := range []string{"h", "help"} { // every Go program's
+		known[f] = true
+	}
+	return known
+}
+
+// Every flag a container of deploy/ or examples/ passes to one of
+// tether's images (the example driver's too) is one a tether program
+// registers, or klog's. (cmd/binder and cmd/provisioner parse their
+// containers' args with their own flag sets: TestManifestArgsParse.)
+func TestManifestFlagsExist(t *testing.T) {
+	r := root(t)
+	known := knownFlags(t, r)
+	containers, err := ManifestContainers(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for path, cs := range containers {
+		for _, c := range cs {
+			if ImageProgram(c.Image) == "" {
+				continue
+			}
+			n++
+			if unknown := UnknownArgs(c.Args, known); len(unknown) > 0 {
+				t.Error(ArgsProblem(path, c, fmt.Errorf("no tether program has %v", unknown)))
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("only %d containers of tether's images in deploy/ and examples/: the reading is broken", n)
+	}
+}
+
 // foreignFlags are the flags of other programs the docs name, each with
 // its program.
 var foreignFlags = map[string]string{
@@ -93,16 +138,7 @@ var foreignFlags = map[string]string{
 // harnesses' programs), klog's, or one of foreignFlags.
 func TestFlagNamesExist(t *testing.T) {
 	r := root(t)
-	known, err := CodeFlags(goSources(t, r, "cmd", "pkg", "internal", "examples", "hack", "test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	klogFlags.VisitAll(func(f *flag.Flag) { known[f.Name] = true })
-	for _, f := range []string{"h", "help"} { // every Go program's
-		known[f] = true
-	}
+	known := knownFlags(t, r)
 	for _, p := range markdownFiles(t, r) {
 		for _, problem := range CheckFlagNames(p, read(t, filepath.Join(r, p)), known, foreignFlags) {
 			t.Error(problem)

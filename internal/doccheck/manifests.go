@@ -126,3 +126,20 @@ func ManifestContainers(root string) (map[string][]Container, error) {
 func ArgsProblem(path string, c Container, err error) string {
 	return fmt.Sprintf("%s:%d: %s %s: %v", path, c.Line, c.Image, strings.Join(c.Args, " "), err)
 }
+
+// UnknownArgs returns the flags among args (-name, --name, --name=value)
+// that are not in known; an argument that is not a flag is left to the
+// program's own parser.
+func UnknownArgs(args []string, known map[string]bool) []string {
+	var out []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !known[name] {
+			out = append(out, "--"+name)
+		}
+	}
+	return out
+}

@@ -62,3 +62,11 @@ func TestImageProgram(t *testing.T) {
 		}
 	}
 }
+
+func TestUnknownArgs(t *testing.T) {
+	known := map[string]bool{"root": true, "v": true}
+	got := UnknownArgs([]string{"--root=/x", "-v=2", "--rot=/y", "plain", "--", "-capacity"}, known)
+	if want := []string{"--rot", "--capacity"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
