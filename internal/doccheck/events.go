@@ -203,9 +203,9 @@ func CompareReasons(doc string, listed map[string]int, recorded map[string]strin
 }
 
 // EventWords returns the words that may be event reasons in md: CamelCase
-// words in backticks on a line that speaks of events (event, Warning) or
-// in a paragraph that begins with "Events", outside fenced code blocks,
-// each with its line.
+// words in backticks on a line that speaks of events (it says "event" or
+// "warning", in any case) or in a paragraph that begins with "Events",
+// outside fenced code blocks, each with its line.
 func EventWords(md string) []Ref {
 	var refs []Ref
 	in := false
@@ -218,7 +218,7 @@ func EventWords(md string) []Ref {
 			in = true
 		}
 		lower := strings.ToLower(t)
-		if !in && !strings.Contains(lower, "event") && !strings.Contains(t, "Warning") {
+		if !in && !strings.Contains(lower, "event") && !strings.Contains(lower, "warning") {
 			continue
 		}
 		for _, m := range reasonWord.FindAllStringSubmatch(t, -1) {

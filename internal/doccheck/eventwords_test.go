@@ -42,9 +42,11 @@ var otherEventWords = map[string]string{
 // speaks of events is a reason the binder or the provisioner records,
 // or a name tether's code or the provisioner library declares, or one
 // of otherEventWords.
-func TestEventWordsRecorded(t *testing.T) {
-	r := root(t)
-	reasons := map[string]bool{}
+// eventSets are the reasons the binder and the provisioner record, and
+// the names tether's code and the provisioner library declare.
+func eventSets(t *testing.T, r string) (reasons, declared map[string]bool) {
+	t.Helper()
+	reasons = map[string]bool{}
 	for _, cmd := range []string{"./cmd/binder", "./cmd/provisioner"} {
 		for reason := range codeReasons(t, r, cmd) {
 			reasons[reason] = true
@@ -65,10 +67,16 @@ func TestEventWordsRecorded(t *testing.T) {
 		}
 		files = append(files, f...)
 	}
-	declared, err := DeclaredNames(files)
+	declared, err = DeclaredNames(files)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return reasons, declared
+}
+
+func TestEventWordsRecorded(t *testing.T) {
+	r := root(t)
+	reasons, declared := eventSets(t, r)
 	for _, p := range markdownFiles(t, r) {
 		for _, problem := range CheckEventWords(p, EventWords(read(t, filepath.Join(r, p))), reasons, declared, otherEventWords) {
 			t.Error(problem)

@@ -63,13 +63,7 @@ func goSources(t *testing.T, root string, dirs ...string) []string {
 // the manifests is one the code registers.
 func TestMetricNamesExist(t *testing.T) {
 	r := root(t)
-	code, err := CodeMetrics(goSources(t, r, "cmd", "pkg", "internal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(code) < 5 {
-		t.Fatalf("only %d tether_ metrics found in the code: the reading is broken", len(code))
-	}
+	code := codeMetrics(t, r)
 	for _, p := range readerFiles(t, r) {
 		b, err := os.ReadFile(filepath.Join(r, p))
 		if err != nil {
@@ -79,4 +73,17 @@ func TestMetricNamesExist(t *testing.T) {
 			t.Error(problem)
 		}
 	}
+}
+
+// codeMetrics are the metrics tether's code registers.
+func codeMetrics(t *testing.T, r string) map[string]bool {
+	t.Helper()
+	code, err := CodeMetrics(goSources(t, r, "cmd", "pkg", "internal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(code) < 5 {
+		t.Fatalf("only %d tether_ metrics found in the code: the reading is broken", len(code))
+	}
+	return code
 }

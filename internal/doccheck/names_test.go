@@ -65,8 +65,9 @@ var foreignAnnotations = map[string]string{
 // code or of the libraries it imports, or a string tether's own code
 // (examples/ and the test harnesses included) writes, or one of
 // foreignAnnotations.
-func TestAnnotationsExist(t *testing.T) {
-	r := root(t)
+// codeAnnotations are the strings TestAnnotationsExist accepts.
+func codeAnnotations(t *testing.T, r string) map[string]bool {
+	t.Helper()
 	var dirs []string
 	for _, cmd := range []string{"./cmd/binder", "./cmd/provisioner", "./cmd/kubectl-tether", "./examples/local-driver"} {
 		d, err := Deps(r, cmd, annotationSources...)
@@ -102,6 +103,12 @@ func TestAnnotationsExist(t *testing.T) {
 	for s := range foreignAnnotations {
 		code[s] = true
 	}
+	return code
+}
+
+func TestAnnotationsExist(t *testing.T) {
+	r := root(t)
+	code := codeAnnotations(t, r)
 	for _, p := range markdownFiles(t, r) {
 		for _, problem := range CheckAnnotations(p, DocAnnotations(read(t, filepath.Join(r, p))), code) {
 			t.Error(problem)
