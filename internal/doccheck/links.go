@@ -1,10 +1,3 @@
-// Package doccheck checks the documentation against the repository: its
-// relative links and anchors (links.go), the event reasons it lists
-// against those the code records (events.go), docs/deploy.md's RBAC
-// tables against deploy/csi's rules (rbac.go), and the times of make
-// demo that the README and docs/development.md give against its first line
-// (demo.go). Its tests run them on the repository's own documents in `make
-// test`.
 package doccheck
 
 import (

@@ -1,6 +1,10 @@
 // Package flagdoc checks a command's flags against the flag table of its
 // documentation: every flag is in the table, every flag the table names
-// exists, and the default the table gives is the flag's default.
+// exists, and the default the table gives is the flag's default. It also
+// checks the flags written in prose (prose.go: Mentions, CheckMentions,
+// CheckProse): a value given with one (`--name=value`) is one the flag
+// takes, and a default given after one ("(default 5m)") is its default,
+// by the rules below.
 //
 // The table is every Markdown table whose header's first two cells are
 // "flag" and "default". A row names its flags in its first cell, each in
