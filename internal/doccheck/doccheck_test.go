@@ -58,11 +58,11 @@ const (
 // the Event calls of the provisioner library, whose events it relies on.
 func codeReasons(t *testing.T, root, cmd string) map[string]string {
 	t.Helper()
-	own, err := Deps(root, cmd, modulePrefix)
+	own, err := deps(root, cmd, modulePrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lib, err := Deps(root, cmd, libraryPrefix)
+	lib, err := deps(root, cmd, libraryPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func eventSets(t *testing.T, r string) (reasons, declared map[string]bool) {
 			reasons[reason] = true
 		}
 	}
-	lib, err := Deps(r, "./cmd/provisioner", libraryPrefix)
+	lib, err := deps(r, "./cmd/provisioner", libraryPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -57,4 +58,25 @@ func markdownFiles(t *testing.T, root string) []string {
 // under deploy/ and examples/.
 func readerFiles(t *testing.T, root string) []string {
 	return repoFiles(t, root, []string{"README.md", "CHANGELOG.md", "docs", "deploy", "examples"}, ".md", ".yaml", ".yml", ".json")
+}
+
+var (
+	depsMu    sync.Mutex
+	depsCache = map[string][]string{}
+)
+
+// deps is Deps, each answer kept for the test binary's life (go list
+// costs seconds on a busy machine, and several tests ask the same).
+func deps(root, cmd string, prefixes ...string) ([]string, error) {
+	key := root + "\x00" + cmd + "\x00" + strings.Join(prefixes, "\x00")
+	depsMu.Lock()
+	defer depsMu.Unlock()
+	if d, ok := depsCache[key]; ok {
+		return d, nil
+	}
+	d, err := Deps(root, cmd, prefixes...)
+	if err == nil {
+		depsCache[key] = d
+	}
+	return d, err
 }

@@ -70,7 +70,7 @@ func codeAnnotations(t *testing.T, r string) map[string]bool {
 	t.Helper()
 	var dirs []string
 	for _, cmd := range []string{"./cmd/binder", "./cmd/provisioner", "./cmd/kubectl-tether", "./examples/local-driver"} {
-		d, err := Deps(r, cmd, annotationSources...)
+		d, err := deps(r, cmd, annotationSources...)
 		if err != nil {
 			t.Fatal(err)
 		}
