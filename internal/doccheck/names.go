@@ -14,7 +14,7 @@ import (
 // (pv.kubernetes.io/bind-completed), or under tether.dev
 // (tether.dev/owner, provisioner.tether.dev/volume-in-flight); a value
 // after = or : is not part of it.
-var annotationName = regexp.MustCompile("^((?:[a-z0-9-]+\\.)+kubernetes\\.io|(?:[a-z0-9-]+\\.)*tether\\.dev)/([A-Za-z0-9][A-Za-z0-9._-]*)(\\*?)(?:[=:].*)?$")
+var annotationName = regexp.MustCompile(`^((?:[a-z0-9-]+\.)+kubernetes\.io|(?:[a-z0-9-]+\.)*tether\.dev)/([A-Za-z0-9][A-Za-z0-9._-]*)(\*?)(?:[=:].*)?$`)
 
 var codeSpanText = regexp.MustCompile("`([^`]+)`")
 
