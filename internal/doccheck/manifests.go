@@ -94,13 +94,24 @@ func ImageProgram(image string) string {
 }
 
 // ManifestContainers returns the containers of every YAML file under
-// root's deploy/ and examples/, by the file's path relative to root.
+// root's deploy/ and examples/, by the file's path relative to root; the
+// templates of a Helm chart (a templates folder beside a Chart.yaml) are
+// left out.
 func ManifestContainers(root string) (map[string][]Container, error) {
 	out := map[string][]Container{}
 	for _, dir := range []string{"deploy", "examples"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() || !(strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
+			if err != nil {
 				return err
+			}
+			if e.IsDir() {
+				if e.Name() == "templates" && exists(filepath.Join(filepath.Dir(p), "Chart.yaml")) {
+					return filepath.SkipDir // a Helm chart's templates are not YAML until rendered
+				}
+				return nil
+			}
+			if !strings.HasSuffix(p, ".yaml") && !strings.HasSuffix(p, ".yml") {
+				return nil
 			}
 			b, err := os.ReadFile(p)
 			if err != nil {
@@ -142,4 +153,9 @@ func UnknownArgs(args []string, known map[string]bool) []string {
 		}
 	}
 	return out
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -1,6 +1,8 @@
 package doccheck
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -68,5 +70,30 @@ func TestUnknownArgs(t *testing.T) {
 	got := UnknownArgs([]string{"--root=/x", "-v=2", "--rot=/y", "plain", "--", "-capacity"}, known)
 	if want := []string{"--rot", "--capacity"}; !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestManifestContainersSkipsChartTemplates(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, s string) {
+		t.Helper()
+		p = filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("deploy/chart/Chart.yaml", "apiVersion: v2\nname: tether\n")
+	write("deploy/chart/templates/binder.yaml", "image: {{ .Values.image }}\nargs: [{{ .Values.args }}]\n")
+	write("deploy/x/binder.yaml", "image: tether-binder\nargs: [--v=2]\n")
+	write("examples/templates/y.yaml", "image: tether-binder\nargs: [--v=3]\n") // no Chart.yaml: read
+	got, err := ManifestContainers(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got["deploy/x/binder.yaml"]) != 1 || len(got["examples/templates/y.yaml"]) != 1 || got["deploy/chart/templates/binder.yaml"] != nil {
+		t.Errorf("got %+v", got)
 	}
 }

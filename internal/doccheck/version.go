@@ -20,6 +20,7 @@ var (
 		regexp.MustCompile(`\bVERSION=` + semver),
 		regexp.MustCompile(`-version[ =]` + semver),
 		regexp.MustCompile(`github\.com/tether-csi/tether/[a-z0-9/-]*@` + semver),
+		regexp.MustCompile(`^appVersion:\s*"?` + semver), // a Helm chart of tether's
 	}
 	// yamlImage is a line of YAML that names an image's repository, and
 	// yamlTag one that gives its tag (kustomize's newTag, a chart's tag).
@@ -44,7 +45,8 @@ func ChangelogVersion(changelog string) (string, error) {
 }
 
 // VersionRefs returns where text gives a version of tether: the places
-// of versionInLine, and in YAML a tag line (newTag:, tag:) whose image,
+// of versionInLine (a Helm chart's appVersion among them: text is
+// tether's own files), and in YAML a tag line (newTag:, tag:) whose image,
 // the last name, newName, repository or image line above it, is one of
 // ghcr.io/tether-csi.
 func VersionRefs(text string) []Ref {

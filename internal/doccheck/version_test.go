@@ -28,7 +28,8 @@ func TestVersionRefs(t *testing.T) {
 		"https://github.com/tether-csi/tether/releases/download/v0.1.0/tether.yaml, kind v0.33.0, staticcheck (v0.8.2), `registry.k8s.io/sig-storage/csi-provisioner:v6.3.0`\n" +
 		"images:\n  - name: tether-binder\n    newName: ghcr.io/tether-csi/binder\n    newTag: v0.3.0\n" +
 		"  - name: node-driver-registrar\n    newName: registry.k8s.io/sig-storage/csi-node-driver-registrar\n    newTag: v2.13.0\n" +
-		"image:\n  repository: ghcr.io/tether-csi/provisioner\n  tag: v0.1.0 # the tether release\n"
+		"image:\n  repository: ghcr.io/tether-csi/provisioner\n  tag: v0.1.0 # the tether release\n" +
+		"appVersion: \"v0.2.0\"\nversion: 0.1.0\n"
 	want := []Ref{
 		{Name: "v0.1.0", Line: 1},
 		{Name: "v0.1.0", Line: 2}, {Name: "v0.1.0", Line: 2},
@@ -37,6 +38,7 @@ func TestVersionRefs(t *testing.T) {
 		{Name: "v0.1.0", Line: 5},
 		{Name: "v0.3.0", Line: 9},
 		{Name: "v0.1.0", Line: 15},
+		{Name: "v0.2.0", Line: 16},
 	}
 	got := VersionRefs(text)
 	slices.SortStableFunc(got, func(a, b Ref) int { return a.Line - b.Line })
