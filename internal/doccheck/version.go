@@ -20,7 +20,7 @@ var (
 		regexp.MustCompile(`\bVERSION=` + semver),
 		regexp.MustCompile(`-version[ =]` + semver),
 		regexp.MustCompile(`github\.com/tether-csi/tether/[a-z0-9/-]*@` + semver),
-		regexp.MustCompile(`^appVersion:\s*"?` + semver), // a Helm chart of tether's
+		regexp.MustCompile(`^appVersion:\s*"?(v?[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.]+)*)`), // a Helm chart of tether's
 	}
 	// yamlImage is a line of YAML that names an image's repository, and
 	// yamlTag one that gives its tag (kustomize's newTag, a chart's tag).
@@ -69,13 +69,14 @@ func VersionRefs(text string) []Ref {
 }
 
 // CheckVersions returns a problem, "path:line: ...", for each version in
-// refs that is not want. A pre-release of want (v0.1.0-rc.1, or
-// v0.1.0-kind for a test's bundle) agrees with it.
+// refs that is not want (a chart's appVersion may leave out the v). A
+// pre-release of want (v0.1.0-rc.1, or v0.1.0-kind for a test's bundle)
+// agrees with it.
 func CheckVersions(path string, refs []Ref, want string) []string {
-	core, _, _ := strings.Cut(want, "-")
+	core, _, _ := strings.Cut(strings.TrimPrefix(want, "v"), "-")
 	var problems []string
 	for _, r := range refs {
-		if c, _, _ := strings.Cut(r.Name, "-"); c != core {
+		if c, _, _ := strings.Cut(strings.TrimPrefix(r.Name, "v"), "-"); c != core {
 			problems = append(problems, fmt.Sprintf("%s:%d: tether %s, but CHANGELOG.md's first section is %s", path, r.Line, r.Name, want))
 		}
 	}

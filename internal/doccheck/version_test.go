@@ -48,7 +48,7 @@ func TestVersionRefs(t *testing.T) {
 }
 
 func TestCheckVersions(t *testing.T) {
-	refs := []Ref{{Name: "v0.1.0", Line: 1}, {Name: "v0.1.0-rc.1", Line: 2}, {Name: "v0.2.0", Line: 3}, {Name: "v0.1.1", Line: 4}}
+	refs := []Ref{{Name: "v0.1.0", Line: 1}, {Name: "0.1.0", Line: 1}, {Name: "v0.1.0-rc.1", Line: 2}, {Name: "v0.2.0", Line: 3}, {Name: "v0.1.1", Line: 4}}
 	want := []string{
 		"f:3: tether v0.2.0, but CHANGELOG.md's first section is v0.1.0",
 		"f:4: tether v0.1.1, but CHANGELOG.md's first section is v0.1.0",
