@@ -27,25 +27,40 @@ import (
 	"github.com/tether-csi/tether/internal/version"
 )
 
-func main() {
+// settings are the driver's flags.
+type settings struct {
+	endpoint, second, name, nodeID, root, capacity, defaultSize string
+	slowCreate                                                  time.Duration
+	showVersion                                                 bool
+}
+
+// newFlagSet registers every flag of the driver (klog's too) on s, with
+// the defaults the environment (getenv) and the host name give.
+func newFlagSet(s *settings, getenv func(string) string, hostname string) *flag.FlagSet {
 	flags := flag.NewFlagSet("local-driver", flag.ExitOnError)
 	flags.Usage = func() {
 		fmt.Fprintf(flags.Output(), "Usage: local-driver [flags]\n\nServes a local CSI driver (identity, controller and node) on a unix socket.\n\nFlags:\n")
 		flags.PrintDefaults()
 	}
 	klog.InitFlags(flags)
+	flags.StringVar(&s.endpoint, "endpoint", getenv("CSI_ENDPOINT"), "The unix socket to serve on: a path or a unix:// URL. Defaults to $CSI_ENDPOINT.")
+	flags.StringVar(&s.second, "controller-endpoint", "", "A second socket serving the same services, for a sidecar in a shared emptyDir while kubelet uses --endpoint. Empty serves none.")
+	flags.StringVar(&s.name, "driver-name", driver.DefaultName, "The CSI driver name.")
+	flags.StringVar(&s.nodeID, "node-id", firstOf(getenv("NODE_NAME"), hostname), "This node's ID, also the value of its topology segment. Defaults to $NODE_NAME, else the host name.")
+	flags.StringVar(&s.root, "root", "/var/lib/tether-local", "The folder that holds the volumes.")
+	flags.StringVar(&s.capacity, "capacity", "10Gi", "The capacity of all the volumes together, as a Kubernetes quantity.")
+	flags.StringVar(&s.defaultSize, "default-volume-size", "1Gi", "The capacity of a volume whose request names no size.")
+	flags.DurationVar(&s.slowCreate, "slow-create", 0, "Answer each CreateVolume this long after making the volume (a slow backend, for chaos tests).")
+	flags.BoolVar(&s.showVersion, "version", false, "Print the version and exit.")
+	return flags
+}
+
+func main() {
+	var s settings
 	hostname, _ := os.Hostname()
-	endpoint := flags.String("endpoint", os.Getenv("CSI_ENDPOINT"), "The unix socket to serve on: a path or a unix:// URL. Defaults to $CSI_ENDPOINT.")
-	second := flags.String("controller-endpoint", "", "A second socket serving the same services, for a sidecar in a shared emptyDir while kubelet uses --endpoint. Empty serves none.")
-	name := flags.String("driver-name", driver.DefaultName, "The CSI driver name.")
-	nodeID := flags.String("node-id", firstOf(os.Getenv("NODE_NAME"), hostname), "This node's ID, also the value of its topology segment. Defaults to $NODE_NAME, else the host name.")
-	root := flags.String("root", "/var/lib/tether-local", "The folder that holds the volumes.")
-	capacity := flags.String("capacity", "10Gi", "The capacity of all the volumes together, as a Kubernetes quantity.")
-	defaultSize := flags.String("default-volume-size", "1Gi", "The capacity of a volume whose request names no size.")
-	slowCreate := flags.Duration("slow-create", 0, "Answer each CreateVolume this long after making the volume (a slow backend, for chaos tests).")
-	showVersion := flags.Bool("version", false, "Print the version and exit.")
+	flags := newFlagSet(&s, os.Getenv, hostname)
 	_ = flags.Parse(os.Args[1:])
-	if *showVersion {
+	if s.showVersion {
 		fmt.Println(os.Args[0], version.String())
 		os.Exit(0)
 	}
@@ -54,7 +69,7 @@ func main() {
 		os.Exit(2)
 	}
 
-	if err := run([]string{*endpoint, *second}, *name, *nodeID, *root, *capacity, *defaultSize, *slowCreate); err != nil {
+	if err := run([]string{s.endpoint, s.second}, s.name, s.nodeID, s.root, s.capacity, s.defaultSize, s.slowCreate); err != nil {
 		klog.ErrorS(err, "local-driver failed")
 		klog.Flush()
 		os.Exit(1)

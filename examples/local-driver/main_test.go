@@ -1,6 +1,14 @@
 package main
 
-import "testing"
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/tether-csi/tether/internal/doccheck"
+)
 
 func TestSocketPath(t *testing.T) {
 	for in, want := range map[string]string{
@@ -24,5 +32,37 @@ func TestQuantity(t *testing.T) {
 		if (want < 0) != (err != nil) || (err == nil && got != want) {
 			t.Errorf("quantity(%q) = %d, %v; want %d", in, got, err, want)
 		}
+	}
+}
+
+// Every container of deploy/ and examples/ that runs the local driver
+// passes it args its own flag parser takes, and no stray argument.
+func TestManifestArgsParse(t *testing.T) {
+	containers, err := doccheck.ManifestContainers("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for path, cs := range containers {
+		for _, c := range cs {
+			if doccheck.ImageProgram(c.Image) != "local-driver" {
+				continue
+			}
+			n++
+			var s settings
+			fs := newFlagSet(&s, os.Getenv, "host")
+			fs.Init(fs.Name(), flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			err := fs.Parse(c.Args)
+			if err == nil && fs.NArg() > 0 {
+				err = fmt.Errorf("stray arguments %q", fs.Args())
+			}
+			if err != nil {
+				t.Error(doccheck.ArgsProblem(path, c, err))
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no container of deploy/ or examples/ runs the local driver: the reading is broken")
 	}
 }
