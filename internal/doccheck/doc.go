@@ -30,6 +30,7 @@
 //     internal/flagdoc's (CheckProse, from cmd/*/flags_test.go).
 //   - manifests.go: the containers of deploy/ and examples/ (Containers,
 //     ManifestContainers): their args name flags a tether program
-//     registers (UnknownArgs), and cmd/binder and cmd/provisioner parse
-//     their own containers' args with their own flag sets.
+//     registers (UnknownArgs), and cmd/binder, cmd/provisioner and
+//     examples/local-driver parse their own containers' args with their
+//     own flag sets.
 package doccheck
