@@ -20,8 +20,8 @@ func TestChecksFailOnMutatedFiles(t *testing.T) {
 		wantProblem(t, CheckTables("docs/development.md", md), "a table row of 3 cells under a header of 2")
 	})
 	t.Run("a renamed metric in the alerts", func(t *testing.T) {
-		y := mutate(t, file("deploy/monitoring/alerts.yaml"), "tether_leader_status", "tether_leader_state")
-		wantProblem(t, CheckMetricRefs("deploy/monitoring/alerts.yaml", MetricRefs(y), codeMetrics(t, r)), "tether_leader_state is no metric")
+		y := mutate(t, file("deploy/monitoring/binder-alerts.yaml"), "tether_leader_status", "tether_leader_state")
+		wantProblem(t, CheckMetricRefs("deploy/monitoring/binder-alerts.yaml", MetricRefs(y), codeMetrics(t, r)), "tether_leader_state is no metric")
 	})
 	t.Run("a misspelt annotation in migration.md", func(t *testing.T) {
 		md := mutate(t, file("docs/migration.md"), "`pv.kubernetes.io/bind-completed`", "`pv.kubernetes.io/bind-complete`")
