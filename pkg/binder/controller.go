@@ -113,6 +113,9 @@ type Controller struct {
 	// beforeVolumeEvent, when set (by tests), runs at the start of every
 	// volume event the handler gets: a slow handler.
 	beforeVolumeEvent func()
+	// startedAt is when New made the Controller: a foreign binder's write
+	// counts only after it (foreign.go).
+	startedAt time.Time
 }
 
 // New builds a Controller; Run starts it.
@@ -138,11 +141,12 @@ func New(opts Options) (*Controller, error) {
 	if opts.Clock != nil {
 		c.now = opts.Clock
 	}
+	c.startedAt = c.now()
 	if in != nil {
 		c.claimQueue, c.volumeQueue = in.ClaimQueue, in.VolumeQueue
 	} else {
 		c.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, opts.ResyncPeriod,
-			informers.WithTransform(transform))
+			informers.WithTransform(c.transform))
 		c.claimQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "claims"})
 		c.volumeQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -208,6 +212,14 @@ func (c *Controller) watch(claims, volumes, classes cache.SharedIndexInformer, n
 		c.synced = append(c.synced, reg.HasSynced)
 	}
 	return nil
+}
+
+// transform notices another binder's write on a claim or PV, while the
+// whole object is at hand (noticeForeign), then trims it as the
+// package's transform does.
+func (c *Controller) transform(obj any) (any, error) {
+	c.noticeForeign(obj)
+	return transform(obj)
 }
 
 // transform trims what the informers cache. Of a node the binder needs only

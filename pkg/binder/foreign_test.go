@@ -1,11 +1,16 @@
 package binder
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 )
 
 var foreignStart = time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)
@@ -144,5 +149,63 @@ func TestBindingFieldsString(t *testing.T) {
 	if got, want := (FieldVolumeName | FieldPhase | FieldBindCompleted).String(),
 		"spec.volumeName, status.phase, annotation pv.kubernetes.io/bind-completed"; got != want {
 		t.Errorf("String = %q, want %q", got, want)
+	}
+}
+
+// TestNoticeForeign runs the transform's glue: a KCM write after the start
+// on the leader gives one AnotherBinder event and one count; the same on a
+// standby, an own write and a second pass over the slim object give none.
+func TestNoticeForeign(t *testing.T) {
+	recorder := record.NewFakeRecorder(10)
+	reg := prometheus.NewRegistry()
+	c, err := New(Options{Client: fake.NewClientset(), Workers: 1, Recorder: recorder, Registerer: reg,
+		Clock: func() time.Time { return foreignStart }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := foreignPendingClaim()
+	prev.ResourceVersion = "10"
+	c.claims.Upsert(slimClaim(shared, prev))
+	kcmWrite := func(rv string) *v1.PersistentVolumeClaim {
+		o := foreignBoundClaim(mfEntry("kube-controller-manager", foreignStart.Add(time.Minute), "", fieldsClaimBind))
+		o.ResourceVersion = rv
+		return o
+	}
+	count := func() float64 {
+		return testutil.ToFloat64(c.metrics.foreign.WithLabelValues("PersistentVolumeClaim", "kube-controller-manager"))
+	}
+
+	if _, err := c.transform(kcmWrite("11")); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 || len(recorder.Events) != 0 {
+		t.Fatalf("a standby said it: count %v, %d events", n, len(recorder.Events))
+	}
+	c.leading.Store(true)
+	slim, err := c.transform(kcmWrite("11"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 1 {
+		t.Errorf("count = %v, want 1", n)
+	}
+	select {
+	case e := <-recorder.Events:
+		if !strings.HasPrefix(e, "Warning AnotherBinder kube-controller-manager wrote spec.volumeName") {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no event")
+	}
+	if _, err := c.transform(slim); err != nil {
+		t.Fatal(err)
+	}
+	own := foreignBoundClaim(mfEntry("tether-binder", foreignStart.Add(time.Minute), "", fieldsClaimBind))
+	own.ResourceVersion = "12"
+	if _, err := c.transform(own); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 1 || len(recorder.Events) != 0 {
+		t.Errorf("after a second pass and an own write: count %v, %d more events", n, len(recorder.Events))
 	}
 }

@@ -15,6 +15,7 @@ type Metrics struct {
 	operations *prometheus.HistogramVec
 	bindTime   prometheus.Histogram
 	unread     prometheus.Counter
+	foreign    *prometheus.CounterVec
 	collector  *countCollector
 }
 
@@ -36,10 +37,21 @@ func NewMetrics(reg prometheus.Registerer, volumes *Index, claims *Store[*v1.Per
 			Name: "tether_binder_inflight_records_unread_total",
 			Help: "Bind writes that left a claim's in-flight record as it was, because its format is one this binder does not read (docs/upgrade.md).",
 		}),
+		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_binder_foreign_binder_writes_total",
+			Help: "Writes of another PV binder (kube-controller-manager's) to a binding field of a claim or PV, seen by the leading binder since it started (docs/binder.md).",
+		}, []string{"kind", "manager"}),
 		collector: &countCollector{volumes: volumes, claims: claims},
 	}
+	// Each series starts at 0, so that an alert on its increase sees the
+	// first write.
+	for _, kind := range []string{"PersistentVolumeClaim", "PersistentVolume"} {
+		for _, manager := range ForeignBinders {
+			m.foreign.WithLabelValues(kind, manager)
+		}
+	}
 	if reg != nil {
-		reg.MustRegister(m.operations, m.bindTime, m.unread, m.collector)
+		reg.MustRegister(m.operations, m.bindTime, m.unread, m.foreign, m.collector)
 	}
 	return m
 }
@@ -58,6 +70,12 @@ func (m *Metrics) observe(op string, start time.Time, err error) {
 func (m *Metrics) observeUnreadRecord() {
 	if m != nil {
 		m.unread.Inc()
+	}
+}
+
+func (m *Metrics) observeForeign(kind, manager string) {
+	if m != nil {
+		m.foreign.WithLabelValues(kind, manager).Inc()
 	}
 }
 
