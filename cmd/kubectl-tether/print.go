@@ -28,6 +28,9 @@ func printText(out io.Writer, e explain.Explanation, now time.Time, showVolumes 
 		}
 	}
 	kcm := printBinder(w, e.BinderRunning)
+	if a := e.AnotherBinder; a != nil {
+		w.printf("  another binder: %s (%d time(s), last %s ago)\n", a.Message, a.Count, now.Sub(a.Last).Round(time.Second))
+	}
 	if e.StorageClass != "" || e.Request != "" {
 		class := e.StorageClass
 		if class == "" {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tether-csi/tether/pkg/binder"
 	"github.com/tether-csi/tether/pkg/explain"
 )
 
@@ -75,6 +76,7 @@ func read(ctx context.Context, r *reader, namespace, name string) (explain.Input
 	}
 	b := r.binders(ctx)
 	in.Binders = &b
+	in.AnotherBinder = r.anotherBinder(ctx, claim)
 	in.Unreadable = r.gaps
 	return in, nil
 }
@@ -337,4 +339,26 @@ func why(err error, scope string) string {
 		return "unauthorized"
 	}
 	return err.Error()
+}
+
+// anotherBinder reads the AnotherBinder events of the claim and of the
+// volume it names (a PV's events are in the default namespace; those that
+// cannot be read are passed over).
+func (r *reader) anotherBinder(ctx context.Context, c *v1.PersistentVolumeClaim) []*v1.Event {
+	out, err := r.events(ctx, c.Namespace, fields.Set{"involvedObject.kind": "PersistentVolumeClaim",
+		"involvedObject.uid": string(c.UID), "reason": binder.ReasonAnotherBinder})
+	if err != nil {
+		r.gap("events", "list, namespace "+c.Namespace, err)
+		return nil
+	}
+	if name := c.Spec.VolumeName; name != "" {
+		l, err := r.events(ctx, metav1.NamespaceDefault, fields.Set{"involvedObject.kind": "PersistentVolume",
+			"involvedObject.name": name, "reason": binder.ReasonAnotherBinder})
+		// Best effort: a namespace user may not read the default
+		// namespace, and the claim's own events say it too.
+		if err == nil {
+			out = append(out, l...)
+		}
+	}
+	return out
 }

@@ -38,6 +38,9 @@ type Input struct {
 	Leases []*coordinationv1.Lease
 	// Binders are the binders' Leases, nil when they were not looked for.
 	Binders *BinderLeases
+	// AnotherBinder are the AnotherBinder events of the claim and of its
+	// volume (tether's binder saw another PV binder write them).
+	AnotherBinder []*v1.Event
 	// Capacities are the CSIStorageCapacity objects of every namespace.
 	Capacities []*storagev1.CSIStorageCapacity
 	// CSINodes are every CSINode (which drivers run on which node).
@@ -74,6 +77,9 @@ type Explanation struct {
 	Binder string `json:"binder,omitempty"`
 	// BinderRunning says which binder runs, from the binders' Leases.
 	BinderRunning *BinderStatus `json:"binderRunning,omitempty"`
+	// AnotherBinder is the latest AnotherBinder event of the claim or its
+	// volume: another PV binder wrote it beside tether's.
+	AnotherBinder *EventLine `json:"anotherBinder,omitempty"`
 	// Candidates are the volumes of the claim's class and those pre-bound
 	// to it, each with the first reason the binder passes it over.
 	Candidates []Candidate `json:"candidates,omitempty"`

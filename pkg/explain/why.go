@@ -25,6 +25,7 @@ const finalizerPVCProtection = "kubernetes.io/pvc-protection"
 func Explain(in Input) Explanation {
 	w, e := explain(in)
 	e.Cause = w.noBinder(e.Cause)
+	e.AnotherBinder = anotherBinder(in.AnotherBinder)
 	if e.NodeLoss == nil {
 		e.NodeLoss = w.earlierRelease()
 	}
