@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +112,29 @@ func TestAnotherBinder(t *testing.T) {
 			}
 		}
 		t.Logf("after %d pairs, metrics: %v", pairs, lines)
+
+		// kubectl tether why says it on a claim that KCM wrote, or whose
+		// volume it wrote.
+		name := ""
+		for _, e := range events {
+			switch e.InvolvedObject.Kind {
+			case "PersistentVolumeClaim":
+				name = e.InvolvedObject.Name
+			case "PersistentVolume":
+				if pv := getPV(t, cs, e.InvolvedObject.Name); name == "" && pv.Spec.ClaimRef != nil {
+					name = pv.Spec.ClaimRef.Name
+				}
+			}
+		}
+		if name == "" {
+			t.Fatal("no claim to ask about")
+		}
+		waitClaimBound(t, cs, name)
+		out, _ := runWhyCode(t, cluster.BuildBinary(t, "./cmd/kubectl-tether"), c.Kubeconfig, "default/"+name)
+		if !strings.Contains(out, "  another binder: kube-controller-manager wrote ") {
+			t.Errorf("kubectl tether why %s does not say it:\n%s", name, out)
+		}
+		t.Logf("kubectl tether why %s:\n%s", name, out)
 	})
 
 	t.Run("alone after KCM's binder was stopped", func(t *testing.T) {
