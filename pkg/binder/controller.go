@@ -3,7 +3,9 @@
 // does, with several workers and an index instead of one worker and a scan.
 //
 // The decisions are pure functions (DecideClaim, DecideVolume, Index.Reserve);
-// the Writer applies them; the Controller feeds them from informers.
+// the Writer applies them; the Controller feeds them from informers. The
+// informers' transform also tells another PV binder's writes
+// (ForeignBinderWrite, foreign.go) and says so (foreign_notice.go).
 package binder
 
 import (
