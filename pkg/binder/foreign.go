@@ -2,6 +2,7 @@ package binder
 
 import (
 	"encoding/json"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -53,7 +54,8 @@ const (
 	FieldBetaStorageProvisioner
 )
 
-var bindingFieldNames = []struct {
+// bindingFieldNames name each field, in the order of its bit.
+var bindingFieldNames = [...]struct {
 	field BindingFields
 	name  string
 }{
@@ -132,13 +134,19 @@ func ForeignBinderWrite(prev, obj metav1.Object, since time.Time) (ForeignWrite,
 	return out, out.Fields != 0
 }
 
-// bindingValues are the values of an object's binding fields.
-type bindingValues map[BindingFields]string
+// bindingValues are the values of an object's binding fields, in the
+// order of bindingFieldNames (an annotation's with "=" before it when set,
+// so that set-and-empty differs from absent).
+type bindingValues [len(bindingFieldNames)]string
+
+func (v *bindingValues) set(f BindingFields, value string) {
+	v[bits.TrailingZeros16(uint16(f))] = value
+}
 
 func (a bindingValues) diff(b bindingValues) BindingFields {
 	var out BindingFields
-	for _, n := range bindingFieldNames {
-		if a[n.field] != b[n.field] {
+	for i, n := range bindingFieldNames {
+		if a[i] != b[i] {
 			out |= n.field
 		}
 	}
@@ -146,22 +154,22 @@ func (a bindingValues) diff(b bindingValues) BindingFields {
 }
 
 func bindingFieldsOf(obj metav1.Object) bindingValues {
-	out := bindingValues{}
+	var out bindingValues
 	ann := obj.GetAnnotations()
 	for f, key := range bindingAnnotations {
 		if v, ok := ann[key]; ok {
-			out[f] = "=" + v
+			out.set(f, "="+v)
 		}
 	}
 	switch o := obj.(type) {
 	case *v1.PersistentVolumeClaim:
-		out[FieldVolumeName] = o.Spec.VolumeName
-		out[FieldPhase] = string(o.Status.Phase)
+		out.set(FieldVolumeName, o.Spec.VolumeName)
+		out.set(FieldPhase, string(o.Status.Phase))
 	case *v1.PersistentVolume:
 		if r := o.Spec.ClaimRef; r != nil {
-			out[FieldClaimRef] = r.Namespace + "/" + r.Name + "/" + string(r.UID)
+			out.set(FieldClaimRef, r.Namespace+"/"+r.Name+"/"+string(r.UID))
 		}
-		out[FieldPhase] = string(o.Status.Phase)
+		out.set(FieldPhase, string(o.Status.Phase))
 	}
 	return out
 }

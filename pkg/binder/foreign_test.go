@@ -209,3 +209,12 @@ func TestNoticeForeign(t *testing.T) {
 		t.Errorf("after a second pass and an own write: count %v, %d more events", n, len(recorder.Events))
 	}
 }
+
+// The names are in the order of the bits: bindingValues is indexed by it.
+func TestBindingFieldNamesOrder(t *testing.T) {
+	for i, n := range bindingFieldNames {
+		if n.field != 1<<i {
+			t.Errorf("bindingFieldNames[%d] is %s, bit %b", i, n.name, n.field)
+		}
+	}
+}
