@@ -181,7 +181,7 @@ func ownedBindingFields(f *metav1.FieldsV1) BindingFields {
 		return 0
 	}
 	var set map[string]map[string]json.RawMessage
-	if json.Unmarshal(f.Raw, &set) != nil {
+	if json.Unmarshal(f.GetRawBytes(), &set) != nil {
 		return 0
 	}
 	var out BindingFields

@@ -18,7 +18,7 @@ var foreignStart = time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)
 func mfEntry(manager string, at time.Time, subresource, fields string) metav1.ManagedFieldsEntry {
 	t := metav1.NewTime(at)
 	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-		Time: &t, Subresource: subresource, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+		Time: &t, Subresource: subresource, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}
 }
 
 const (
