@@ -2,6 +2,7 @@ package doccheck
 
 import (
 	"path/filepath"
+	"regexp"
 	"slices"
 	"testing"
 )
@@ -43,7 +44,9 @@ var otherEventWords = map[string]string{
 // or a name tether's code or the provisioner library declares, or one
 // of otherEventWords.
 // eventSets are the reasons the binder and the provisioner record, and
-// the names tether's code and the provisioner library declare.
+// the names tether's code and the provisioner library declare, with the
+// alerts of deploy/monitoring's rule files (a line may name an alert
+// beside the events it fires on).
 func eventSets(t *testing.T, r string) (reasons, declared map[string]bool) {
 	t.Helper()
 	reasons = map[string]bool{}
@@ -71,8 +74,16 @@ func eventSets(t *testing.T, r string) (reasons, declared map[string]bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range repoFiles(t, r, []string{"deploy/monitoring"}, ".yaml") {
+		for _, m := range alertName.FindAllStringSubmatch(read(t, filepath.Join(r, f)), -1) {
+			declared[m[1]] = true
+		}
+	}
 	return reasons, declared
 }
+
+// alertName finds a Prometheus rule's alert name.
+var alertName = regexp.MustCompile(`(?m)^\s*-?\s*alert:\s*(\w+)`)
 
 func TestEventWordsRecorded(t *testing.T) {
 	r := root(t)
