@@ -1,9 +1,11 @@
 // Command kubectl-tether is a kubectl plugin (kubectl tether ...). Its
 // command, why, says why a PersistentVolumeClaim is in its state: the cause
 // and what to do first, which binder runs, the volumes the binder passes
-// over and why, and the provisioning path; with -A, a table of every claim
-// that waits, with its cause. It only reads (get and list), and says what
-// it could not read.
+// over and why, and the provisioning path; with --all-pending, a table of
+// every claim that waits, with its cause, in one namespace or (-A, as in
+// kubectl) in every namespace. It prints text, or JSON or YAML of the same
+// structs (-o). It only reads (get and list), and says what it could not
+// read.
 //
 // Exit status of why: 0 Bound, 1 not Bound, 2 cannot tell; 2 also for bad
 // arguments, as a bad setting in every tether program (internal/cli), said
@@ -12,6 +14,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +27,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/tether-csi/tether/internal/version"
 	"github.com/tether-csi/tether/pkg/explain"
@@ -34,7 +38,8 @@ const usage = `kubectl tether: tether's kubectl plugin.
 Usage:
   kubectl tether why [flags] NAMESPACE/CLAIM
   kubectl tether why [flags] -n NAMESPACE CLAIM
-  kubectl tether why -A [-n NAMESPACE] [flags]
+  kubectl tether why --all-pending [-n NAMESPACE | -A] [flags]
+  kubectl tether why -A [flags]
   kubectl tether version
 
 why says why a PersistentVolumeClaim is in its state. For a claim that is
@@ -45,13 +50,16 @@ provisioning path (provisioner, Leases, pods, in-flight record, failures,
 capacity). It only reads, and names what it could not read.
 
 Flags of why:
-  -n, --namespace NAME      namespace of the claim, or of -A's table
-                            (default: the kubeconfig context's)
-  -A, --all-pending         a table of every claim that is not Bound, with its
-                            cause: in every namespace, or in -n's
+  -n, --namespace NAME      namespace of the claim, or of --all-pending's
+                            table (default: the kubeconfig context's)
+  -A, --all-namespaces      every namespace, as in kubectl: --all-pending's
+                            table of all namespaces (-A alone implies
+                            --all-pending); not with -n or a claim
+      --all-pending         a table of every claim that is not Bound, with its
+                            cause: in -n's namespace, or with -A in every one
       --show-volumes        list every volume of the claim's class, not the
                             nearest few
-  -o, --output FORMAT       text or json (default text)
+  -o, --output FORMAT       text, json or yaml (default text)
       --binder-lease LEASE  tether's binder Lease: NAME in any namespace, or
                             NAMESPACE/NAME (default tether-binder)
       --kubeconfig PATH     kubeconfig file (default: $KUBECONFIG or ~/.kube/config)
@@ -59,18 +67,29 @@ Flags of why:
       --request-timeout D   time limit for all reads (default 30s)
   -h, --help                this help
 
-Exit status of why: 0 the claim is Bound (with -A: no claim waits); 1 it is
-not, and the cause is printed (with -A: some claim waits); 2 it could not
-tell: bad arguments, the claim could not be read, or the cause is CannotTell.
+Exit status of why: 0 the claim is Bound (with --all-pending: no claim
+waits); 1 it is not, and the cause is printed (with --all-pending: some
+claim waits); 2 it could not tell: bad arguments, the claim could not be
+read, or the cause is CannotTell.
 `
 
 // options are the command line.
 type options struct {
 	namespace, output, kubeconfig, context, binderLease string
 	timeout                                             time.Duration
-	allPending, showVolumes                             bool
-	claim                                               string
+	// allNamespaces is -A: the table of every namespace.
+	allNamespaces           bool
+	allPending, showVolumes bool
+	claim                   string
 }
+
+// Output formats of -o: text for a person, json and yaml of the same
+// structs (explain.Explanation for one claim, pendingReport for the table).
+const (
+	outputText = "text"
+	outputJSON = "json"
+	outputYAML = "yaml"
+)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -139,7 +158,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 func execute(ctx context.Context, client kubernetes.Interface, o options, contextNS string, stdout, stderr io.Writer) int {
 	r := &reader{client: client, binderLease: o.binderLease}
 	if o.allPending {
-		rep, err := readPending(ctx, r, o.namespace, contextNS)
+		namespace := "" // every namespace
+		if !o.allNamespaces {
+			namespace = cmp.Or(o.namespace, contextNS)
+		}
+		rep, err := readPending(ctx, r, namespace, contextNS)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return explain.ExitCannotTell
@@ -170,11 +193,21 @@ func execute(ctx context.Context, client kubernetes.Interface, o options, contex
 	return explain.ExitCode(e)
 }
 
+// output writes v as format: text by the given function, json and yaml by
+// v's json tags (the YAML has the JSON's field names).
 func output(w io.Writer, format string, v any, text func(io.Writer) error) error {
-	if format == "json" {
+	switch format {
+	case outputJSON:
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
+	case outputYAML:
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
 	}
 	return text(w)
 }
@@ -189,11 +222,12 @@ func parse(args []string) (options, error) {
 		fs.StringVar(&o.namespace, n, "", "")
 	}
 	for _, n := range []string{"o", "output"} {
-		fs.StringVar(&o.output, n, "text", "")
+		fs.StringVar(&o.output, n, outputText, "")
 	}
-	for _, n := range []string{"A", "all-pending"} {
-		fs.BoolVar(&o.allPending, n, false, "")
+	for _, n := range []string{"A", "all-namespaces"} {
+		fs.BoolVar(&o.allNamespaces, n, false, "")
 	}
+	fs.BoolVar(&o.allPending, "all-pending", false, "")
 	fs.BoolVar(&o.showVolumes, "show-volumes", false, "")
 	fs.StringVar(&o.binderLease, "binder-lease", explain.BinderLeaseName, "")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "")
@@ -210,15 +244,22 @@ func parse(args []string) (options, error) {
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	if o.allNamespaces && len(positional) == 0 {
+		o.allPending = true // -A alone: the table of every namespace
+	}
 	switch {
+	case o.allNamespaces && len(positional) > 0:
+		return o, fmt.Errorf("-A (all namespaces) takes no claim (got %s): name it NAMESPACE/CLAIM, or use -A for the table of every claim that waits", strings.Join(positional, " "))
+	case o.allNamespaces && o.namespace != "":
+		return o, fmt.Errorf("-A (all namespaces) and -n %s name different scopes: --all-pending -n %s for the claims that wait in one namespace", o.namespace, o.namespace)
 	case o.allPending && len(positional) > 0:
-		return o, fmt.Errorf("-A takes no claim (got %s): it lists every claim that waits", strings.Join(positional, " "))
+		return o, fmt.Errorf("--all-pending takes no claim (got %s): it lists every claim that waits", strings.Join(positional, " "))
 	case o.allPending && o.showVolumes:
-		return o, errors.New("--show-volumes is for one claim, not -A")
+		return o, errors.New("--show-volumes is for one claim, not --all-pending")
 	case !o.allPending && len(positional) != 1:
-		return o, errors.New("name one claim: NAMESPACE/CLAIM, or CLAIM with -n NAMESPACE; or -A for every claim that waits")
-	case o.output != "text" && o.output != "json":
-		return o, fmt.Errorf("unknown output %q (text or json)", o.output)
+		return o, errors.New("name one claim: NAMESPACE/CLAIM, or CLAIM with -n NAMESPACE; or --all-pending (-A for every namespace) for every claim that waits")
+	case o.output != outputText && o.output != outputJSON && o.output != outputYAML:
+		return o, fmt.Errorf("unknown output %q (text, json or yaml)", o.output)
 	case o.timeout <= 0:
 		return o, errors.New("--request-timeout must be positive")
 	case o.binderLease == "" || strings.Count(o.binderLease, "/") > 1:

@@ -32,19 +32,31 @@ func TestParse(t *testing.T) {
 		claim, ns string
 		output    string
 		all, show bool
+		allNS     bool
 		wantErr   string
 	}{
 		{args: []string{"default/data"}, claim: "default/data", output: "text"},
 		{args: []string{"-n", "apps", "data"}, claim: "data", ns: "apps", output: "text"},
 		{args: []string{"data", "-n", "apps", "-o", "json"}, claim: "data", ns: "apps", output: "json"},
+		{args: []string{"-o", "yaml", "apps/data"}, claim: "apps/data", output: "yaml"},
 		{args: []string{"--namespace=apps", "--output=json", "data", "--show-volumes"}, claim: "data", ns: "apps", output: "json", show: true},
-		{args: []string{"-A"}, all: true, output: "text"},
-		{args: []string{"--all-pending", "-n", "apps"}, all: true, ns: "apps", output: "text"},
+		// -A is every namespace, as in kubectl; alone it is the table.
+		{args: []string{"-A"}, all: true, allNS: true, output: "text"},
+		{args: []string{"--all-namespaces", "-o", "yaml"}, all: true, allNS: true, output: "yaml"},
+		{args: []string{"--all-pending", "-A"}, all: true, allNS: true, output: "text"},
+		// --all-pending is the table of one namespace unless -A.
+		{args: []string{"--all-pending"}, all: true, output: "text"},
+		{args: []string{"--all-pending", "-n", "apps", "-o", "json"}, all: true, ns: "apps", output: "json"},
 		{args: []string{}, wantErr: "name one claim"},
 		{args: []string{"a", "b"}, wantErr: "name one claim"},
-		{args: []string{"-o", "yaml", "a"}, wantErr: "unknown output"},
-		{args: []string{"-A", "a"}, wantErr: "-A takes no claim"},
+		{args: []string{"-o", "wide", "a"}, wantErr: "unknown output"},
+		{args: []string{"-o", "JSON", "a"}, wantErr: "unknown output"},
+		{args: []string{"-A", "a"}, wantErr: "-A (all namespaces) takes no claim"},
+		{args: []string{"--all-namespaces", "default/a"}, wantErr: "-A (all namespaces) takes no claim"},
+		{args: []string{"-A", "-n", "apps"}, wantErr: "--all-pending -n apps for the claims that wait in one namespace"},
+		{args: []string{"--all-pending", "a"}, wantErr: "--all-pending takes no claim"},
 		{args: []string{"-A", "--show-volumes"}, wantErr: "--show-volumes is for one claim"},
+		{args: []string{"--all-pending", "--show-volumes"}, wantErr: "--show-volumes is for one claim"},
 		{args: []string{"-n", "x", "y/a"}, wantErr: "different namespaces"},
 		{args: []string{"/a"}, wantErr: "want NAMESPACE/CLAIM"},
 		{args: []string{"--binder-lease=a/b/c", "a"}, wantErr: "--binder-lease"},
@@ -64,7 +76,7 @@ func TestParse(t *testing.T) {
 			continue
 		}
 		if o.claim != tt.claim || o.namespace != tt.ns || o.output != tt.output || o.allPending != tt.all || o.showVolumes != tt.show ||
-			o.binderLease != explain.BinderLeaseName {
+			o.allNamespaces != tt.allNS || o.binderLease != explain.BinderLeaseName {
 			t.Errorf("parse(%q) = %+v", tt.args, o)
 		}
 	}
@@ -98,6 +110,8 @@ func TestUsage(t *testing.T) {
 		{args: []string{"--version", "-h"}, status: 0, stdout: "Usage:"},
 		{args: []string{"--version", "-n", "x"}, status: 2, stderr: "no arguments"},
 		{args: []string{"why", "-o", "yaml", "--help"}, status: 0, stdout: "Flags of why:"},
+		{args: []string{"why", "-A", "default/data"}, status: 2, stderr: "-A (all namespaces) takes no claim"},
+		{args: []string{"why", "-o", "wide", "data"}, status: 2, stderr: `unknown output "wide" (text, json or yaml)`},
 	}
 	for _, tt := range tests {
 		var out, errs bytes.Buffer
@@ -131,7 +145,7 @@ func TestUsage(t *testing.T) {
 func flagNames(t *testing.T) []string {
 	t.Helper()
 	var names []string
-	for _, n := range []string{"n", "namespace", "o", "output", "A", "all-pending", "show-volumes", "binder-lease",
+	for _, n := range []string{"n", "namespace", "o", "output", "A", "all-namespaces", "all-pending", "show-volumes", "binder-lease",
 		"kubeconfig", "context", "request-timeout"} {
 		if _, err := parse([]string{"--" + n + "=x"}); err != nil && strings.Contains(err.Error(), "not defined") {
 			t.Errorf("flag %s is not defined", n)
@@ -242,8 +256,8 @@ func TestExitStatus(t *testing.T) {
 			}
 		})
 	}
-	t.Run("-A, nothing waits", func(t *testing.T) {
-		out, status := whyOut(t, fake.NewClientset(objs[:3]...), "-A", "-n", ns)
+	t.Run("--all-pending, nothing waits", func(t *testing.T) {
+		out, status := whyOut(t, fake.NewClientset(objs[:3]...), "--all-pending")
 		if status != 0 || !strings.Contains(out, "No claim waits (namespace default)") {
 			t.Errorf("status %d\n%s", status, out)
 		}

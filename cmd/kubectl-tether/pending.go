@@ -14,11 +14,12 @@ import (
 	"github.com/tether-csi/tether/pkg/explain"
 )
 
-// namedVolumesRead is how many volumes -A gets by name before it lists
-// them all instead.
+// namedVolumesRead is how many volumes --all-pending gets by name before
+// it lists them all instead.
 const namedVolumesRead = 20
 
-// pendingReport is the -A answer: every claim that waits, with its cause.
+// pendingReport is the --all-pending answer: every claim that waits, with
+// its cause. -o json and -o yaml print it by its json tags.
 type pendingReport struct {
 	// Scope is "all namespaces" or "namespace NAME".
 	Scope         string                `json:"scope"`
@@ -95,7 +96,7 @@ func (r *reader) claims(ctx context.Context, namespace string) ([]*v1.Persistent
 	})
 }
 
-// shared is what -A reads once for all the waiting claims.
+// shared is what --all-pending reads once for all the waiting claims.
 type shared struct {
 	explain.Input
 	nodes  map[string]*v1.Node

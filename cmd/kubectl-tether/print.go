@@ -132,10 +132,10 @@ func printGaps(w *errWriter, gaps []explain.Gap) {
 	w.printf("\nCould not read: %s. The answer above is partial where it needed them.\n", strings.Join(s, ", "))
 }
 
-// messageWidth is where the -A table cuts a cause's message.
+// messageWidth is where the --all-pending table cuts a cause's message.
 const messageWidth = 110
 
-// printPending writes the -A table.
+// printPending writes the --all-pending table.
 func printPending(out io.Writer, rep pendingReport, now time.Time) error {
 	w := &errWriter{w: out}
 	for _, n := range rep.Notes {
