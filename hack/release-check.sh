@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds a release twice and wants the same bytes: every image archive, the
-# kubectl-tether binaries, tether.yaml, tether-production.yaml and the notes
-# (CI runs this after make test). The first build checks what make release
-# checks: a semver version, every binary's --version, no :latest and
-# digests in both bundles; then that the alert rules and the Grafana
-# dashboard are in the release, that the production bundle holds no part
-# of the example driver, and that the chart's versions are the release's.
+# kubectl-tether archives and their krew manifest, tether.yaml,
+# tether-production.yaml and the notes (CI runs this after make test). The
+# first build checks what make release checks: a semver version, every
+# binary's --version, no :latest and digests in both bundles; then that the
+# krew manifest parses and names every archive with its SHA-256 (hack/release
+# check-krew), that the alert rules and the Grafana dashboard are in the
+# release, that the production bundle holds no part of the example driver,
+# and that the chart's versions are the release's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # By default, a pre-release of the version CHANGELOG.md's Unreleased
@@ -23,6 +25,7 @@ if ! diff -u "$first" "$out/SHA256SUMS"; then
   exit 1
 fi
 (cd "$out" && sha256sum -c --quiet SHA256SUMS)
+go run ./hack/release check-krew -dir "$out"
 for f in tether-provisioner-alerts.yaml tether-binder-alerts.yaml tether-dashboard.json; do
   if ! grep -q " $f\$" "$out/SHA256SUMS"; then
     echo "release-check: $version has no $f" >&2
@@ -45,4 +48,4 @@ if ! grep -qx "appVersion: $core" "$chart" || ! grep -qx "version: ${core#v}" "$
   echo "release-check: $chart's version and appVersion are not ${core#v} and $core ($version's)" >&2
   exit 1
 fi
-echo "release-check: $version built twice, the same $(wc -l <"$out/SHA256SUMS") files; tether.yaml and tether-production.yaml pinned"
+echo "release-check: $version built twice, the same $(wc -l <"$out/SHA256SUMS") files; tether.yaml and tether-production.yaml pinned; the krew manifest checked"

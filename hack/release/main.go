@@ -4,6 +4,7 @@
 //	go run ./hack/release images  -version v0.1.0 -out _out/images/v0.1.0
 //	go run ./hack/release release -version v0.1.0 -out _out/release/v0.1.0
 //	go run ./hack/release push    -dir _out/release/v0.1.0 [-registry registry.example.com/tether] [-force]
+//	go run ./hack/release check-krew -dir _out/release/v0.1.0
 //
 // push is also the tether-push binary (cmd/tether-push) a release ships.
 package main
@@ -25,13 +26,14 @@ import (
 	"github.com/tether-csi/tether/internal/release"
 )
 
-const usage = `usage: release images|release|push [flags]
-  images   build the OCI image archives of binder, provisioner, local-driver
-  release  images, then kubectl-tether and tether-push binaries, tether.yaml,
-           tether-production.yaml, tether-provisioner-alerts.yaml,
-           tether-binder-alerts.yaml, tether-dashboard.json, RELEASE_NOTES.md
-           and SHA256SUMS
-  push     upload a release folder's images and indexes to a registry
+const usage = `usage: release images|release|push|check-krew [flags]
+  images     build the OCI image archives of binder, provisioner, local-driver
+  release    images, then kubectl-tether's archives and krew manifest,
+             tether-push binaries, tether.yaml, tether-production.yaml,
+             tether-provisioner-alerts.yaml, tether-binder-alerts.yaml,
+             tether-dashboard.json, RELEASE_NOTES.md and SHA256SUMS
+  push       upload a release folder's images and indexes to a registry
+  check-krew check a release folder's krew manifest against its archives
 `
 
 // monitoringFiles are the files of deploy/monitoring a release carries,
@@ -51,6 +53,8 @@ func main() {
 		err = build(ctx, os.Args[1], os.Args[2:])
 	case "push":
 		err = push(ctx, os.Args[2:])
+	case "check-krew":
+		err = checkKrew(os.Args[2:])
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -102,20 +106,11 @@ func build(ctx context.Context, what string, args []string) error {
 		logf("images: %d archives (%d platforms each) in %s", len(built), len(plats), *out)
 		return nil
 	}
-	for _, p := range plats {
-		bin, err := release.BuildBinary(ctx, release.BinaryOptions{Root: root, Package: "./cmd/kubectl-tether", Version: *version, Platform: p})
-		if err != nil {
-			return err
-		}
-		if err := release.CheckVersionFlag(ctx, bin, p, *version); err != nil {
-			return fmt.Errorf("kubectl-tether: %w", err)
-		}
-		name := fmt.Sprintf("kubectl-tether_%s_%s_%s", *version, p.OS, p.Architecture)
-		if err := os.WriteFile(filepath.Join(*out, name), bin, 0o755); err != nil {
-			return err
-		}
-		logf("%s", name)
+	plugins, err := release.WritePlugins(ctx, release.PluginOptions{Root: root, Version: *version, Out: *out})
+	if err != nil {
+		return err
 	}
+	logf("%s", strings.Join(plugins, "\n"))
 	// The push command, static, for the machines people push from: in the
 	// unpacked bundle it needs neither Go nor a container engine.
 	for _, p := range release.PushPlatforms {
@@ -172,6 +167,22 @@ func build(ctx context.Context, what string, args []string) error {
 		return err
 	}
 	logf("release %s: %s", *version, *out)
+	return nil
+}
+
+// checkKrew checks the krew manifest of the release folder -dir.
+func checkKrew(args []string) error {
+	fs := flag.NewFlagSet("check-krew", flag.ExitOnError)
+	dir := fs.String("dir", "", "the release folder")
+	_ = fs.Parse(args)
+	if fs.NArg() > 0 || *dir == "" {
+		return fmt.Errorf("check-krew: -dir is required, and nothing else (got %q)", fs.Args())
+	}
+	n, err := release.CheckKrewManifest(*dir)
+	if err != nil {
+		return fmt.Errorf("check-krew: %s: %w", *dir, err)
+	}
+	logf("check-krew: %s parses, and its %d archives have its checksums", release.KrewManifestFile, n)
 	return nil
 }
 
