@@ -18,6 +18,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
 
 	"github.com/tether-csi/tether/pkg/explain"
 	"github.com/tether-csi/tether/test/cluster"
@@ -152,10 +153,19 @@ func TestWhy(t *testing.T) {
 			t.Errorf("binder %+v, want tether's", b)
 		}
 		t.Logf("kubectl tether why default/fits\n%s", runWhyStatus(t, bin, c.Kubeconfig, 0, "default/fits"))
+		// -o yaml: the same struct, by the same field names.
+		var y explain.Explanation
+		if err := yaml.UnmarshalStrict([]byte(runWhyStatus(t, bin, c.Kubeconfig, 0, "-o", "yaml", "default/fits")), &y); err != nil {
+			t.Fatalf("-o yaml: %v", err)
+		}
+		if y.Claim != e.Claim || y.State != e.State || y.Volume != e.Volume || y.BinderRunning == nil || y.BinderRunning.Running != explain.BinderTether {
+			t.Errorf("-o yaml %+v, -o json %+v", y, e)
+		}
 	})
 
 	t.Run("exit status 2 and help", func(t *testing.T) {
-		for _, args := range [][]string{{"default/no-such-claim"}, {"-o", "yaml", "default/fits"}, {"a", "b"}} {
+		for _, args := range [][]string{{"default/no-such-claim"}, {"-o", "wide", "default/fits"}, {"a", "b"},
+			{"-A", "default/fits"}, {"-A", "-n", "default"}} {
 			runWhyStatus(t, bin, c.Kubeconfig, 2, args...)
 		}
 		out, err := exec.CommandContext(t.Context(), bin, "why", "--help").CombinedOutput()
@@ -227,8 +237,8 @@ func TestWhy(t *testing.T) {
 		t.Logf("kubectl tether why too-small (as default/viewer)\n%s", text)
 
 		// -A: the user may not list claims in every namespace, so it is
-		// shown its own (the kubeconfig context's), and told so; -n gives
-		// the same table without the note.
+		// shown its own (the kubeconfig context's), and told so;
+		// --all-pending -n gives the same table without the note.
 		all := runWhyStatus(t, bin, kubeconfig, 1, "-A")
 		for _, want := range []string{"Note: claims of every namespace could not be read (forbidden (list, all namespaces)): only namespace default is shown",
 			"claims wait: ", "(namespace default)", "NAMESPACE  CLAIM", "Could not read: "} {
@@ -242,8 +252,8 @@ func TestWhy(t *testing.T) {
 			}
 		}
 		t.Logf("kubectl tether why -A (as default/viewer)\n%s", all)
-		if one := runWhyStatus(t, bin, kubeconfig, 1, "-A", "-n", "default"); strings.Contains(one, "Note:") || !strings.Contains(one, "(namespace default)") {
-			t.Errorf("-A -n default as default/viewer:\n%s", one)
+		if one := runWhyStatus(t, bin, kubeconfig, 1, "--all-pending", "-n", "default"); strings.Contains(one, "Note:") || !strings.Contains(one, "(namespace default)") {
+			t.Errorf("--all-pending -n default as default/viewer:\n%s", one)
 		}
 	})
 }
