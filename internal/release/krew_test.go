@@ -107,7 +107,7 @@ func TestCheckKrewManifest(t *testing.T) {
 		{name: "another kind", edit: edit("kind: Plugin", "kind: Index"), wantErr: "kind"},
 		{name: "kubectl- in the name", edit: edit("name: tether", "name: kubectl-tether"), wantErr: "plugin name"},
 		{name: "no v in the version", edit: edit("version: v0.1.0", "version: 0.1.0"), wantErr: "spec.version"},
-		{name: "no short description", edit: edit("shortDescription:", "shortDescription: \"\"\n  x:"), wantErr: "unknown field"},
+		{name: "no short description", edit: edit("shortDescription: Say why a PersistentVolumeClaim is Pending", "shortDescription: \"\""), wantErr: "spec.shortDescription is empty"},
 		{name: "http", edit: edit("uri: https://", "uri: http://"), wantErr: "want https"},
 		{name: "a platform twice", edit: edit("arch: arm64\n        os: darwin", "arch: amd64\n        os: darwin"), wantErr: "darwin/amd64 is selected by 2"},
 		{name: "a checksum changed", edit: func(s string) string {
