@@ -121,6 +121,8 @@ var foreignFlags = map[string]string{
 	"etcd-servers":                    "kube-apiserver",
 	"cgroup-root":                     "kubelet",
 	"enable-distributed-snapshotting": "csi-snapshotter",
+	"manifest":                        "kubectl krew install",
+	"archive":                         "kubectl krew install",
 	"kubelet-registration-path":       "csi-node-driver-registrar",
 	"n":                               "kubectl",
 	"o":                               "kubectl",
