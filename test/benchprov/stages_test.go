@@ -52,10 +52,10 @@ var deleteStages = []stage{
 // stageFigures is one stage's spans over the volumes that passed both
 // its marks.
 type stageFigures struct {
-	name           string
-	volumes        int
-	p50, p99, max  time.Duration
-	lastTo, lastAt time.Duration // the stage's last end, from the first claim deleted
+	name          string
+	volumes       int
+	p50, p99, max time.Duration
+	lastAt        time.Duration // the stage's last end, from the first claim deleted
 }
 
 // figures summarizes the trace: each stage's spans, and the DeleteVolume
