@@ -127,7 +127,7 @@ bench-nodes: tools ## node-deployment mode at scale: 100,000 claims Bound on 100
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 150m -v -run '^TestBenchNodes$$' ./test/benchnodes/
 
 .PHONY: bench-slowdriver
-bench-slowdriver: tools ## tether against KCM+EP v6.3.0 through a driver that spends seconds per CreateVolume and DeleteVolume and goes on after its caller gave up: case slow (1000 claims, 2s, shipped defaults then equal settings, and the floor) and case slower (200 claims, 30s against a 10s --timeout) (BENCH_CASE, BENCH_N, BENCH_LATENCY, BENCH_SLOWER_N, BENCH_SLOWER_LATENCY, BENCH_QPS, BENCH_WORKERS, BENCH_ONLY, BENCH_ETCD_DELAY)
+bench-slowdriver: tools ## tether against KCM+EP v6.3.0 through a driver that spends seconds per CreateVolume and DeleteVolume and goes on after its caller gave up: case slow (1000 claims, 2s, shipped defaults then equal settings, and the floor) and case slower (200 claims, 30s against a 10s --timeout) (BENCH_CASE, BENCH_N, BENCH_LATENCY, BENCH_SLOWER_N, BENCH_SLOWER_LATENCY, BENCH_QPS, BENCH_WORKERS, BENCH_ONLY, BENCH_ETCD_DELAY, BENCH_JITTER: each call's latency spread over +-that fraction by its volume)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -v -run '^TestBenchSlowDriver$$' ./test/benchprov/
 
 # Mixed versions (test/upgrade, docs/upgrade.md): the previous version is a

@@ -2,6 +2,7 @@ package benchprov
 
 import (
 	"context"
+	"hash/fnv"
 	"net"
 	"os"
 	"path/filepath"
@@ -44,6 +45,9 @@ type slowBackend struct {
 	id      csi.IdentityClient
 	ctrl    csi.ControllerClient
 	latency time.Duration
+	// jitter spreads each operation's latency over latency x (1 +- jitter),
+	// by a hash of the volume's name (0: every operation takes latency).
+	jitter float64
 	// after is time.After; the unit test holds the work with its own.
 	after func(time.Duration) <-chan time.Time
 
@@ -149,7 +153,7 @@ func (b *slowBackend) CreateVolume(_ context.Context, req *csi.CreateVolumeReque
 	if made != nil {
 		return &csi.CreateVolumeResponse{Volume: made}, nil
 	}
-	<-b.after(b.latency)
+	<-b.after(b.delay("create/" + name))
 	ctx, cancel := workContext()
 	defer cancel()
 	resp, err := b.ctrl.CreateVolume(ctx, req)
@@ -183,7 +187,7 @@ func (b *slowBackend) DeleteVolume(_ context.Context, req *csi.DeleteVolumeReque
 		trace.mark(trace.deleteArrived, name, time.Now())
 		defer func() { trace.mark(trace.deleteFinished, name, time.Now()) }()
 	}
-	<-b.after(b.latency)
+	<-b.after(b.delay("delete/" + name))
 	ctx, cancel := workContext()
 	defer cancel()
 	if _, err := b.ctrl.DeleteVolume(ctx, req); err != nil {
@@ -196,6 +200,18 @@ func (b *slowBackend) DeleteVolume(_ context.Context, req *csi.DeleteVolumeReque
 	}
 	b.mu.Unlock()
 	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// delay is the latency of the operation key (its kind and volume name):
+// latency, spread by jitter over +-jitter x latency by the key's hash.
+func (b *slowBackend) delay(key string) time.Duration {
+	if b.jitter == 0 {
+		return b.latency
+	}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	u := float64(h.Sum64()%2001)/1000 - 1 // -1 to 1
+	return time.Duration(float64(b.latency) * (1 + b.jitter*u))
 }
 
 // backendFigures sums a backend's counts over its volumes.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +45,9 @@ import (
 //
 // BENCH_CASE (slow,slower) picks the cases, BENCH_ONLY the pairs (tether,
 // upstream, floor, or labels), BENCH_ETCD_DELAY the etcd delay (default 0
-// here: the driver sets the pace). Claims and PVs get no protection
+// here: the driver sets the pace), BENCH_JITTER a spread of each call's
+// latency (0.2: from 0.8 to 1.2 times it, by a hash of the volume's name;
+// default none, every call in lockstep). Claims and PVs get no protection
 // finalizers (the StorageObjectInUseProtection admission plugin is off):
 // deletion is the binder's and the provisioner's work alone.
 
@@ -253,6 +256,11 @@ func startSlowPair(t *testing.T, c *cluster.Cluster, p slowPair, bc clients, lat
 		t.Fatal(err)
 	}
 	backend = startSlowBackend(t, socket, latency)
+	if j := os.Getenv("BENCH_JITTER"); j != "" {
+		if backend.jitter, err = strconv.ParseFloat(j, 64); err != nil || backend.jitter < 0 || backend.jitter >= 1 {
+			t.Fatalf("BENCH_JITTER=%q: want a fraction from 0 to below 1", j)
+		}
+	}
 	var clientArgs, provArgs []string
 	if p.qps > 0 {
 		clientArgs = []string{fmt.Sprintf("--kube-api-qps=%d", p.qps), fmt.Sprintf("--kube-api-burst=%d", 2*p.qps)}
@@ -416,7 +424,11 @@ func deleteAndWait(t *testing.T, config *rest.Config, n int, gone func(context.C
 // counts, and the goals.
 func renderSlow(name string, n int, latency, delay time.Duration, rows []slowRow) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "slow-driver bench, case %q: %d claims (1Gi, Immediate, Delete); CreateVolume and DeleteVolume take %s each\n", name, n, latency)
+	fmt.Fprintf(&b, "slow-driver bench, case %q: %d claims (1Gi, Immediate, Delete); CreateVolume and DeleteVolume take %s each", name, n, latency)
+	if j := os.Getenv("BENCH_JITTER"); j != "" {
+		fmt.Fprintf(&b, ", spread by +-%s of it (BENCH_JITTER)", j)
+	}
+	b.WriteString("\n")
 	b.WriteString("in a backend that takes calls at once and goes on after its caller gave up (test/benchprov/slowbackend_test.go).\n")
 	b.WriteString("All bound: first claim's creation to the last seen Bound; all deleted: first claim's deletion to the last PV gone.\n")
 	b.WriteString("p50/p99 per claim: its creation to Bound; its deletion to its PV gone. RSS is VmHWM.\n")

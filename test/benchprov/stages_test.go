@@ -195,3 +195,24 @@ func TestDeleteTraceFigures(t *testing.T) {
 		t.Errorf("arrivals %v", per)
 	}
 }
+
+// TestBackendJitter: the spread latencies stay within +-jitter and
+// average near the latency; without jitter every call takes the latency.
+func TestBackendJitter(t *testing.T) {
+	b := &slowBackend{latency: 2 * time.Second}
+	if d := b.delay("delete/pvc-1"); d != 2*time.Second {
+		t.Fatalf("no jitter: %s", d)
+	}
+	b.jitter = 0.2
+	var sum time.Duration
+	for i := range 1000 {
+		d := b.delay(fmt.Sprintf("delete/pvc-%d", i))
+		if d < 1600*time.Millisecond || d > 2400*time.Millisecond {
+			t.Fatalf("pvc-%d: %s, outside 1.6s to 2.4s", i, d)
+		}
+		sum += d
+	}
+	if mean := sum / 1000; mean < 1950*time.Millisecond || mean > 2050*time.Millisecond {
+		t.Errorf("mean %s, want near 2s", mean)
+	}
+}
