@@ -37,6 +37,7 @@ type options struct {
 	resync       time.Duration
 	httpEndpoint string
 	pprof        bool
+	secure       server.SecureOptions
 	showVersion  bool
 	nodeLoss     time.Duration
 }
@@ -78,6 +79,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.resync, "resync-period", o.resync, "How often every claim and volume is synced again even without a change; a claim and volume bound to each other with nothing left to write are not.")
 	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve /metrics and /healthz on. Empty serves nothing.")
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "Also serve Go's profiles under /debug/pprof/ on --http-endpoint.")
+	o.secure.AddFlags(fs)
 	fs.DurationVar(&o.nodeLoss, "node-loss-grace", o.nodeLoss, "How long the one node of a bound volume must be lost (deleted, or tainted "+v1.TaintNodeOutOfService+"; never merely NotReady) before its claim is released, in classes annotated "+nodeloss.AnnPolicy+"=true (docs/design.md, \"Node loss\").")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 	return fs
@@ -115,7 +117,7 @@ func checkOptions(o options) error {
 	if err := o.kube.Validate(); err != nil {
 		return err
 	}
-	if err := (server.HTTPOptions{Addr: o.httpEndpoint}).Validate(); err != nil {
+	if err := (server.HTTPOptions{Addr: o.httpEndpoint, Secure: o.secure}).Validate(); err != nil {
 		return err
 	}
 	if o.leader.Enabled {
@@ -186,7 +188,12 @@ func run(ctx context.Context, o options) error {
 	}
 	reg := server.NewRegistry()
 	health := &server.Health{}
-	if _, err := server.Serve(ctx, server.HTTPOptions{Addr: o.httpEndpoint, Registry: reg, Health: health, Pprof: o.pprof}); err != nil {
+	guard, err := o.secure.NewGuard(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := server.Serve(ctx, server.HTTPOptions{Addr: o.httpEndpoint, Registry: reg, Health: health, Pprof: o.pprof,
+		Secure: o.secure, Guard: guard}); err != nil {
 		return err
 	}
 	if o.leader.Status, err = server.NewLeaderStatus(reg, "binder"); err != nil {

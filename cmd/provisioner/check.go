@@ -91,7 +91,7 @@ func checkOptions(o options) error {
 	if err := o.kube.Validate(); err != nil {
 		return err
 	}
-	if err := (server.HTTPOptions{Addr: o.endpoint(), MetricsPath: c.metricsPath}).Validate(); err != nil {
+	if err := (server.HTTPOptions{Addr: o.endpoint(), MetricsPath: c.metricsPath, Secure: o.secure}).Validate(); err != nil {
 		return err
 	}
 	if o.leader.Enabled {

@@ -35,6 +35,7 @@ type options struct {
 	strictTopology, immediateTopo bool
 	httpEndpoint                  string
 	pprof                         bool
+	secure                        server.SecureOptions
 	node                          provisioner.NodeDeployment
 	nodeDeployment                bool
 	capacity                      bool
@@ -135,6 +136,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.immediateTopo, "immediate-topology", o.immediateTopo, "For Immediate classes, pass every segment where the driver runs (true) or no topology (false).")
 	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "Address (host:port) to serve metrics (--metrics-path), /healthz and /healthz/<check> on. Empty serves nothing.")
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "Also serve Go's profiles under /debug/pprof/ on --http-endpoint.")
+	o.secure.AddFlags(fs)
 	fs.BoolVar(&o.nodeDeployment, "node-deployment", false, "Run beside the driver on each node (node name from NODE_NAME): provision only claims whose selected node is this one, delete only volumes on it.")
 	fs.BoolVar(&o.node.ImmediateBinding, "node-deployment-immediate-binding", o.node.ImmediateBinding, "In node-deployment mode, compete for claims of Immediate classes.")
 	fs.DurationVar(&o.node.BaseDelay, "node-deployment-base-delay", o.node.BaseDelay, "In node-deployment mode, the first wait before trying to own an Immediate claim; it doubles with each attempt.")

@@ -91,7 +91,12 @@ func run(ctx context.Context, o options) error {
 	}
 	reg := server.NewRegistry()
 	health := &server.Health{}
-	if _, err := server.Serve(ctx, server.HTTPOptions{Addr: o.endpoint(), MetricsPath: o.compat.metricsPath, Registry: reg, Health: health, Pprof: o.pprof}); err != nil {
+	guard, err := o.secure.NewGuard(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := server.Serve(ctx, server.HTTPOptions{Addr: o.endpoint(), MetricsPath: o.compat.metricsPath, Registry: reg, Health: health, Pprof: o.pprof,
+		Secure: o.secure, Guard: guard}); err != nil {
 		return err
 	}
 	conn, err := tcsi.Connect(ctx, tcsi.Options{Address: o.csiAddress, Timeout: o.timeout, Registerer: reg})

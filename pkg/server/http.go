@@ -98,15 +98,22 @@ type HTTPOptions struct {
 	Health      *Health
 	// Pprof adds /debug/pprof/ (--enable-pprof).
 	Pprof bool
+	// Secure serves HTTPS with the metrics and profiles behind Guard
+	// (--metrics-secure).
+	Secure SecureOptions
+	// Guard lets a request reach the metrics or profiles when Secure is
+	// enabled (Reviews.Guard of NewReviews); it must then be set.
+	Guard Guard
 }
 
 // Validate checks the address and the metrics path, without listening: an
 // address Serve could not even try (not host:port), or a metrics path that
 // does not start with / or is under /healthz, is an error. An empty address
-// serves nothing, and an empty path is /metrics.
+// serves nothing, and an empty path is /metrics. The secure settings are
+// checked by SecureOptions.Validate.
 func (o HTTPOptions) Validate() error {
 	if o.Addr == "" {
-		return nil
+		return o.Secure.Validate(o.Addr)
 	}
 	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
 		return fmt.Errorf("--http-endpoint=%s: %w", o.Addr, err)
@@ -114,13 +121,14 @@ func (o HTTPOptions) Validate() error {
 	if p := o.MetricsPath; p != "" && (!strings.HasPrefix(p, "/") || p == "/healthz" || strings.HasPrefix(p, "/healthz/")) {
 		return fmt.Errorf("metrics path %q: must start with / and not be under /healthz", p)
 	}
-	return nil
+	return o.Secure.Validate(o.Addr)
 }
 
 // Serve serves the metrics (Registry's and client-go's, see Gatherer),
 // /healthz (every check), /healthz/<check> (one check) and, on request,
-// /debug/pprof/ until ctx ends. It returns once listening, with the bound
-// address.
+// /debug/pprof/ until ctx ends. With Secure enabled it serves HTTPS and
+// the metrics and profiles pass through Guard; /healthz stays open. It
+// returns once listening, with the bound address.
 func Serve(ctx context.Context, o HTTPOptions) (string, error) {
 	if o.Addr == "" {
 		return "", nil
@@ -134,20 +142,33 @@ func Serve(ctx context.Context, o HTTPOptions) (string, error) {
 	if o.Health == nil {
 		o.Health = &Health{}
 	}
+	guard := func(h http.Handler) http.Handler { return h }
+	if o.Secure.Enabled {
+		if o.Guard == nil {
+			return "", errors.New("--metrics-secure: no guard for the metrics")
+		}
+		guard = o.Guard
+	}
 	mux := http.NewServeMux()
-	mux.Handle(o.MetricsPath, promhttp.HandlerFor(Gatherer(o.Registry), promhttp.HandlerOpts{Registry: o.Registry}))
+	mux.Handle(o.MetricsPath, guard(promhttp.HandlerFor(Gatherer(o.Registry), promhttp.HandlerOpts{Registry: o.Registry})))
 	mux.Handle("/healthz", o.Health)
 	mux.HandleFunc("/healthz/", o.Health.ServeCheck)
 	if o.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", guard(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/cmdline", guard(http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("/debug/pprof/profile", guard(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", guard(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", guard(http.HandlerFunc(pprof.Trace)))
 	}
-	ln, err := net.Listen("tcp", o.Addr)
+	var ln net.Listener
+	var err error
+	if o.Secure.Enabled {
+		ln, err = listenTLS(ctx, o.Addr, o.Secure)
+	} else if ln, err = net.Listen("tcp", o.Addr); err != nil {
+		err = fmt.Errorf("--http-endpoint: %w", err)
+	}
 	if err != nil {
-		return "", fmt.Errorf("--http-endpoint: %w", err)
+		return "", err
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -161,6 +182,6 @@ func Serve(ctx context.Context, o HTTPOptions) (string, error) {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	klog.FromContext(ctx).Info("Serving metrics and health", "address", ln.Addr().String(), "metricsPath", o.MetricsPath)
+	klog.FromContext(ctx).Info("Serving metrics and health", "address", ln.Addr().String(), "metricsPath", o.MetricsPath, "secure", o.Secure.Enabled)
 	return ln.Addr().String(), nil
 }
