@@ -48,6 +48,10 @@ var chartCases = []chartCase{
 		dir: "deploy/csi", components: []string{"deploy/csi/components/podmonitor"}},
 	{name: "provisioner secrets", set: []string{"namespace.create=true", "exampleDriver.enabled=true", "provisioner.secrets=true"},
 		dir: "deploy/csi", components: []string{"deploy/csi/components/provisioner-secrets"}},
+	{name: "secure metrics", set: []string{"namespace.create=true", "exampleDriver.enabled=true", "metrics.secure=true"},
+		dir: "deploy/csi", components: []string{"deploy/csi/components/secure-metrics"}},
+	{name: "secure metrics, binder alone", set: []string{"metrics.secure=true"},
+		dir: "deploy/production", components: []string{"deploy/csi/components/secure-metrics"}, dropNamespace: true},
 	{name: "prometheusrule", set: []string{"namespace.create=true", "monitoring.prometheusRule.enabled=true"},
 		dir: "deploy/production", components: []string{"deploy/monitoring/prometheusrule"}},
 }
