@@ -170,7 +170,10 @@ func Serve(ctx context.Context, o HTTPOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Requests carry ctx's logger, not its end: Shutdown lets them finish.
+	base := klog.NewContext(context.Background(), klog.FromContext(ctx))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return base }}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.FromContext(ctx).Error(err, "HTTP endpoint failed")

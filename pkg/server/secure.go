@@ -109,9 +109,10 @@ type Reviews struct {
 	Authorizer    authorizer.Authorizer
 }
 
-// Guard answers 401 to a request without a user, 403 to one whose user may
-// not (the verb is the lower-cased method: get for GET), 500 when either
-// review fails, and otherwise passes the request to next.
+// Guard answers 401 to a request without a user (no token, or one
+// TokenReview does not accept or could not review), 403 to one whose user
+// may not (the verb is the lower-cased method: get for GET), 500 when the
+// SubjectAccessReview fails, and otherwise passes the request to next.
 func (r Reviews) Guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		logger := klog.FromContext(req.Context())
