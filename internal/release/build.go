@@ -3,6 +3,9 @@ package release
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"debug/buildinfo"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -72,8 +75,9 @@ func ArchiveName(component, version string) string {
 }
 
 // BuildImages builds every component for every platform, writes one
-// archive per component (all its platforms) into o.Out, and returns what
-// it wrote (also written to o.Out/images.json).
+// archive per component (all its platforms) and its SBOM (SBOM, from the
+// binaries' build info) into o.Out, and returns what it wrote (also
+// written to o.Out/images.json).
 func BuildImages(ctx context.Context, o BuildOptions) ([]Built, error) {
 	if o.Go == "" {
 		o.Go = "go"
@@ -102,6 +106,7 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Built, error) {
 		b := Built{Component: c.Name, Ref: fmt.Sprintf("%s/%s:%s", strings.TrimSuffix(o.Registry, "/"), c.Name, o.Tag),
 			File: ArchiveName(c.Name, o.Tag), Platforms: map[string]PlatformImage{}}
 		var images []v1.Image
+		var binaries []SBOMBinary
 		for _, p := range o.Platforms {
 			bin, err := BuildBinary(ctx, BinaryOptions{Root: o.Root, Package: c.Package, Version: o.Version, Platform: p, Go: o.Go})
 			if err != nil {
@@ -110,6 +115,12 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Built, error) {
 			if err := CheckVersionFlag(ctx, bin, p, o.Version); err != nil {
 				return nil, fmt.Errorf("%s: %w", c.Name, err)
 			}
+			info, err := buildinfo.Read(bytes.NewReader(bin))
+			if err != nil {
+				return nil, fmt.Errorf("%s %s/%s: build info: %w", c.Name, p.OS, p.Architecture, err)
+			}
+			sum := sha256.Sum256(bin)
+			binaries = append(binaries, SBOMBinary{Platform: p.OS + "/" + p.Architecture, SHA256: hex.EncodeToString(sum[:]), Info: info})
 			img, err := NewImage(ImageSpec{Binary: bin, Platform: p, Version: o.Version, Revision: revision, Created: created})
 			if err != nil {
 				return nil, fmt.Errorf("%s %s/%s: %w", c.Name, p.OS, p.Architecture, err)
@@ -139,6 +150,14 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Built, error) {
 			return nil, err
 		}
 		b.Digest = d.String()
+		sbom, err := SBOM(SBOMSpec{Component: c.Name, Ref: b.Ref, Digest: b.Digest, Version: o.Version, Revision: revision,
+			Created: created, Binaries: binaries})
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(o.Out, SBOMName(c.Name, o.Tag)), sbom, 0o644); err != nil {
+			return nil, err
+		}
 		all = append(all, b)
 	}
 	data, err := json.MarshalIndent(all, "", "  ")

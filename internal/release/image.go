@@ -1,7 +1,8 @@
 // Package release makes tether's container images and release bundle on a
 // machine with no container engine and no registry: static binaries in
 // reproducible OCI images (go-containerregistry), one OCI archive per
-// component and platform, and the bundle of `make release`.
+// component and platform, and the bundle of `make release`. sbom.go
+// writes each image's SPDX SBOM from its binaries' build info.
 package release
 
 import (
