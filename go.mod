@@ -8,6 +8,7 @@ require (
 	github.com/google/btree v1.1.3
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/uuid v1.6.0
+	github.com/in-toto/attestation v1.2.0
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.6.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -28,10 +28,12 @@ import (
 
 const usage = `usage: release images|release|push|check-krew [flags]
   images     build the OCI image archives of binder, provisioner, local-driver
+             and their SPDX SBOMs
   release    images, then kubectl-tether's archives and krew manifest,
              tether-push binaries, tether.yaml, tether-production.yaml,
              tether-provisioner-alerts.yaml, tether-binder-alerts.yaml,
-             tether-dashboard.json, RELEASE_NOTES.md and SHA256SUMS
+             tether-dashboard.json, RELEASE_NOTES.md, SHA256SUMS and
+             provenance.intoto.json
   push       upload a release folder's images and indexes to a registry
   check-krew check a release folder's krew manifest against its archives
 `
@@ -164,6 +166,14 @@ func build(ctx context.Context, what string, args []string) error {
 		return err
 	}
 	if err := release.WriteSums(*out); err != nil {
+		return err
+	}
+	var platformNames []string
+	for _, p := range plats {
+		platformNames = append(platformNames, p.OS+"/"+p.Architecture)
+	}
+	if err := release.WriteProvenance(ctx, root, *out, release.ProvenanceSpec{Version: *version, Registry: *registry,
+		Platforms: platformNames}); err != nil {
 		return err
 	}
 	logf("release %s: %s", *version, *out)

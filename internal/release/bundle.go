@@ -176,8 +176,9 @@ func Notes(changelog []byte, version string) (string, error) {
 	return "", fmt.Errorf("CHANGELOG.md has no section for %s (nor an Unreleased one naming %s)", version, core)
 }
 
-// WriteSums writes SHA256SUMS for every file of dir (but itself), in the
-// format `sha256sum -c` reads.
+// WriteSums writes SHA256SUMS for every file of dir but itself and
+// ProvenanceFile (which lists SHA256SUMS), in the format `sha256sum -c`
+// reads.
 func WriteSums(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -185,7 +186,7 @@ func WriteSums(dir string) error {
 	}
 	var b strings.Builder
 	for _, e := range entries {
-		if e.IsDir() || e.Name() == "SHA256SUMS" {
+		if e.IsDir() || e.Name() == "SHA256SUMS" || e.Name() == ProvenanceFile {
 			continue
 		}
 		f, err := os.Open(filepath.Join(dir, e.Name()))
