@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds a release twice and wants the same bytes: every image archive, the
 # kubectl-tether archives and their krew manifest, tether.yaml,
-# tether-production.yaml and the notes (CI runs this after make test). The
-# first build checks what make release checks: a semver version, every
-# binary's --version, no :latest and digests in both bundles; then that the
-# krew manifest parses and names every archive with its SHA-256 (hack/release
-# check-krew), that the alert rules and the Grafana dashboard are in the
-# release, that the production bundle holds no part of the example driver,
-# and that the chart's versions are the release's.
+# tether-production.yaml, the notes, each image's SBOM and the provenance
+# (CI runs this after make test). The first build checks what make release
+# checks: a semver version, every binary's --version, no :latest and
+# digests in both bundles; then that the krew manifest parses and names
+# every archive with its SHA-256 (hack/release check-krew), that the alert
+# rules and the Grafana dashboard are in the release, that the production
+# bundle holds no part of the example driver, that the chart's versions are
+# the release's, and that each image's SPDX SBOM and the in-toto provenance
+# are there and valid (hack/verify-release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # By default, a pre-release of the version CHANGELOG.md's Unreleased
@@ -16,17 +18,19 @@ next=$(sed -nE 's/^## Unreleased \((v[0-9]+\.[0-9]+\.[0-9]+)\).*/\1/p' CHANGELOG
 version=${1:-${next:?CHANGELOG.md has no "## Unreleased (vX.Y.Z)" heading}-ci.1}
 out="_out/release/$version"
 make --no-print-directory release VERSION="$version" >/dev/null
-first=$(mktemp)
-trap 'rm -f "$first"' EXIT
+first=$(mktemp) firstprov=$(mktemp)
+trap 'rm -f "$first" "$firstprov"' EXIT
 cp "$out/SHA256SUMS" "$first"
+cp "$out/provenance.intoto.json" "$firstprov"
 make --no-print-directory release VERSION="$version" >/dev/null
-if ! diff -u "$first" "$out/SHA256SUMS"; then
+if ! diff -u "$first" "$out/SHA256SUMS" || ! cmp "$firstprov" "$out/provenance.intoto.json"; then
   echo "release-check: two builds of $version from the same tree differ" >&2
   exit 1
 fi
 (cd "$out" && sha256sum -c --quiet SHA256SUMS)
 go run ./hack/release check-krew -dir "$out"
-for f in tether-provisioner-alerts.yaml tether-binder-alerts.yaml tether-dashboard.json; do
+for f in tether-provisioner-alerts.yaml tether-binder-alerts.yaml tether-dashboard.json \
+  tether-binder_"$version".spdx.json tether-provisioner_"$version".spdx.json tether-local-driver_"$version".spdx.json; do
   if ! grep -q " $f\$" "$out/SHA256SUMS"; then
     echo "release-check: $version has no $f" >&2
     exit 1
@@ -48,4 +52,8 @@ if ! grep -qx "appVersion: $core" "$chart" || ! grep -qx "version: ${core#v}" "$
   echo "release-check: $chart's version and appVersion are not ${core#v} and $core ($version's)" >&2
   exit 1
 fi
+# The SBOMs validate (SPDX 2.3, tools-golang) and name the archives' binaries;
+# the provenance validates (in-toto v1, SLSA provenance v1) and its subjects
+# are SHA256SUMS's files and SHA256SUMS.
+"${GO:-go}" run ./hack/verify-release "$out"
 echo "release-check: $version built twice, the same $(wc -l <"$out/SHA256SUMS") files; tether.yaml and tether-production.yaml pinned; the krew manifest checked"

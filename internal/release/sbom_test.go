@@ -2,11 +2,16 @@ package release
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spdx/tools-golang/spdx"
 )
 
@@ -148,5 +153,98 @@ func TestValidateSBOMRefuses(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+func goListVersion(t *testing.T, module string) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", module).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestReleaseSupplyChainFiles builds the binder's image for this machine
+// as make release does, then SHA256SUMS and the provenance: the SBOM
+// BuildImages wrote from the real binary validates, names the main module
+// at the release version, k8s.io/client-go at go.mod's version and the
+// toolchain go env names, and VerifyRelease finds everything in order
+// (the SBOM's binary is the archive's /app; the provenance's subjects are
+// SHA256SUMS's). A changed SBOM or SHA256SUMS fails it.
+func TestReleaseSupplyChainFiles(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("images are linux")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	const version = "v0.1.0-test.1"
+	built, err := BuildImages(t.Context(), BuildOptions{Root: root, Version: version, Registry: "ghcr.io/tether-csi",
+		Platforms: []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}}, Components: Components[:1], Out: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbomFile := filepath.Join(dir, SBOMName("binder", version))
+	data, err := os.ReadFile(sbomFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := ValidateSBOM(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gover, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		MainModule:                  version,
+		"k8s.io/client-go":          goListVersion(t, "k8s.io/client-go"),
+		"k8s.io/apimachinery":       goListVersion(t, "k8s.io/apimachinery"),
+		"go":                        strings.TrimSpace(string(gover)),
+		"ghcr.io/tether-csi/binder": version,
+	} {
+		if p := packageNamed(doc, name); p == nil || p.PackageVersion != want {
+			t.Errorf("package %s: %+v, want version %s", name, p, want)
+		}
+	}
+	if err := WriteSums(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteProvenance(t.Context(), root, dir, ProvenanceSpec{Version: version, Registry: "ghcr.io/tether-csi",
+		Platforms: []string{"linux/" + runtime.GOARCH}}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := VerifyRelease(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Files != 3 || len(v.SBOMs) != 1 || v.Binaries != 1 || len(built) != 1 {
+		t.Errorf("verified %+v, want 3 files (archive, SBOM, images.json), 1 SBOM, 1 binary", v)
+	}
+	// A file SHA256SUMS lists that the provenance does not name.
+	if err := os.WriteFile(filepath.Join(dir, "extra.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSums(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyRelease(dir); err == nil || !strings.Contains(err.Error(), "extra.txt: sha256") {
+		t.Errorf("a file the provenance does not name: %v", err)
+	}
+	// An SBOM naming another binary (SHA256SUMS rewritten to match): the
+	// archive's /app is not the one it names.
+	bin := packageNamed(doc, "binder").PackageChecksums[0].Value
+	if err := os.WriteFile(sbomFile, bytes.Replace(data, []byte(bin), []byte(strings.Repeat("0", 64)), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSums(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyRelease(dir); err == nil || !strings.Contains(err.Error(), "/app sha256") {
+		t.Errorf("an SBOM naming another binary: %v", err)
 	}
 }
