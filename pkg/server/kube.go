@@ -1,8 +1,3 @@
-// Package server holds what both tether commands run besides their
-// controllers: the API client settings, the Lease leader election and the
-// HTTP endpoint for metrics and health (http.go), which on request serves
-// HTTPS with the metrics and profiles behind the API server's TokenReview
-// and SubjectAccessReview (secure.go).
 package server
 
 import (

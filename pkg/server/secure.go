@@ -7,17 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"strings"
-	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
@@ -98,88 +89,6 @@ func selfSigned(host string) (certPEM, keyPEM []byte, err error) {
 	return certutil.GenerateSelfSignedCertKey(host, ips, nil)
 }
 
-// Guard wraps a handler so that only an authenticated and authorized
-// request reaches it.
-type Guard func(http.Handler) http.Handler
-
-// Reviews are the two questions a Guard asks: who the request's caller is,
-// and whether that user may do the request's verb on its path.
-type Reviews struct {
-	Authenticator authenticator.Request
-	Authorizer    authorizer.Authorizer
-}
-
-// Guard answers 401 to a request without a user (no token, or one
-// TokenReview does not accept or could not review), 403 to one whose user
-// may not (the verb is the lower-cased method: get for GET), 500 when the
-// SubjectAccessReview fails, and otherwise passes the request to next.
-func (r Reviews) Guard(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		logger := klog.FromContext(req.Context())
-		resp, ok, err := r.Authenticator.AuthenticateRequest(req)
-		if err != nil {
-			logger.V(2).Info("Metrics request not authenticated", "path", req.URL.Path, "err", err)
-			http.Error(w, "Unauthorized", http.StatusUnauthorized)
-			return
-		}
-		if !ok {
-			http.Error(w, "Unauthorized", http.StatusUnauthorized)
-			return
-		}
-		attrs := authorizer.AttributesRecord{User: resp.User, Verb: strings.ToLower(req.Method), Path: req.URL.Path}
-		decision, reason, err := r.Authorizer.Authorize(req.Context(), attrs)
-		if err != nil {
-			logger.Error(err, "Metrics request authorization failed", "user", resp.User.GetName(), "path", req.URL.Path)
-			http.Error(w, "Authorization failed", http.StatusInternalServerError)
-			return
-		}
-		if decision != authorizer.DecisionAllow {
-			logger.V(2).Info("Metrics request forbidden", "user", resp.User.GetName(), "path", req.URL.Path, "reason", reason)
-			http.Error(w, fmt.Sprintf("Forbidden: user %q may not %s %s", resp.User.GetName(), attrs.Verb, req.URL.Path), http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, req)
-	})
-}
-
-// Review caching, as kube-controller-manager's delegated authentication and
-// authorization: a token's answer for a minute, an allowed request's for
-// five and a denied one's for thirty seconds.
-const (
-	tokenCacheTTL  = time.Minute
-	allowCacheTTL  = 5 * time.Minute
-	denyCacheTTL   = 30 * time.Second
-	reviewTimeout  = 10 * time.Second
-	reviewAttempts = 5
-)
-
-// NewReviews asks the API server through client: TokenReview for the
-// bearer token (anonymous requests have no user), SubjectAccessReview for
-// the non-resource path and verb, both cached.
-func NewReviews(client kubernetes.Interface) (Reviews, error) {
-	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: reviewAttempts}
-	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous:                &apiserverconfig.AnonymousAuthConfig{Enabled: false},
-		TokenAccessReviewClient:  client.AuthenticationV1(),
-		TokenAccessReviewTimeout: reviewTimeout,
-		WebhookRetryBackoff:      &backoff,
-		CacheTTL:                 tokenCacheTTL,
-	}.New()
-	if err != nil {
-		return Reviews{}, fmt.Errorf("TokenReview authenticator: %w", err)
-	}
-	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: client.AuthorizationV1(),
-		AllowCacheTTL:             allowCacheTTL,
-		DenyCacheTTL:              denyCacheTTL,
-		WebhookRetryBackoff:       &backoff,
-	}.New()
-	if err != nil {
-		return Reviews{}, fmt.Errorf("SubjectAccessReview authorizer: %w", err)
-	}
-	return Reviews{Authenticator: authn, Authorizer: authz}, nil
-}
-
 // listenTLS listens on addr for TLS connections with o's certificate.
 func listenTLS(ctx context.Context, addr string, o SecureOptions) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
@@ -208,9 +117,5 @@ func (o SecureOptions) NewGuard(cfg *rest.Config) (Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	reviews, err := NewReviews(client)
-	if err != nil {
-		return nil, err
-	}
-	return reviews.Guard, nil
+	return NewReviews(client).Guard, nil
 }

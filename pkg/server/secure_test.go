@@ -1,7 +1,7 @@
 package server
 
 import (
-	"context"
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -10,10 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	certutil "k8s.io/client-go/util/cert"
 )
 
@@ -41,39 +44,44 @@ func TestSecureValidate(t *testing.T) {
 	}
 }
 
-// fakeAuthn knows one token, whose user is "reader".
-type fakeAuthn struct{ err error }
-
-func (f fakeAuthn) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
-	if f.err != nil {
-		return nil, false, f.err
-	}
-	switch r.Header.Get("Authorization") {
-	case "Bearer reader":
-		return &authenticator.Response{User: &user.DefaultInfo{Name: "reader"}}, true, nil
-	case "Bearer other":
-		return &authenticator.Response{User: &user.DefaultInfo{Name: "other"}}, true, nil
-	}
-	return nil, false, nil
-}
-
-// fakeAuthz lets "reader" get /metrics and nothing else.
-type fakeAuthz struct{ err error }
-
-func (f fakeAuthz) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	if f.err != nil {
-		return authorizer.DecisionNoOpinion, "", f.err
-	}
-	if a.GetUser().GetName() == "reader" && a.GetVerb() == "get" && a.GetPath() == "/metrics" && !a.IsResourceRequest() {
-		return authorizer.DecisionAllow, "", nil
-	}
-	return authorizer.DecisionNoOpinion, "no rule", nil
+// fakeReviews is a clientset whose TokenReview knows two tokens, "reader"
+// and "other" (their users' names), and whose SubjectAccessReview lets
+// "reader" get /metrics and nothing else; authnErr and authzErr make them
+// fail. calls counts the reviews asked.
+func fakeReviews(authnErr, authzErr error, calls *int) *Reviews {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		*calls++
+		if authnErr != nil {
+			return true, nil, authnErr
+		}
+		review := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview).DeepCopy()
+		if token := review.Spec.Token; token == "reader" || token == "other" {
+			review.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: token, Groups: []string{"g"}}}
+		}
+		return true, review, nil
+	})
+	client.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		*calls++
+		if authzErr != nil {
+			return true, nil, authzErr
+		}
+		review := a.(k8stesting.CreateAction).GetObject().(*authzv1.SubjectAccessReview).DeepCopy()
+		na := review.Spec.NonResourceAttributes
+		review.Status.Allowed = review.Spec.User == "reader" && na != nil && na.Verb == "get" && na.Path == "/metrics" && review.Spec.ResourceAttributes == nil
+		if !review.Status.Allowed {
+			review.Status.Reason = "no rule"
+		}
+		return true, review, nil
+	})
+	return NewReviews(client)
 }
 
 func TestGuard(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		token  string
+		scheme string // Bearer unless set
 		path   string
 		authn  error
 		authz  error
@@ -81,6 +89,7 @@ func TestGuard(t *testing.T) {
 	}{
 		{name: "anonymous", path: "/metrics", status: http.StatusUnauthorized},
 		{name: "unknown token", token: "nobody", path: "/metrics", status: http.StatusUnauthorized},
+		{name: "another scheme", token: "reader", scheme: "Basic", path: "/metrics", status: http.StatusUnauthorized},
 		{name: "TokenReview fails", token: "reader", path: "/metrics", authn: errors.New("down"), status: http.StatusUnauthorized},
 		{name: "not allowed", token: "other", path: "/metrics", status: http.StatusForbidden},
 		{name: "allowed path only", token: "reader", path: "/debug/pprof/", status: http.StatusForbidden},
@@ -88,11 +97,13 @@ func TestGuard(t *testing.T) {
 		{name: "allowed", token: "reader", path: "/metrics", status: http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := Reviews{Authenticator: fakeAuthn{tc.authn}, Authorizer: fakeAuthz{tc.authz}}.Guard(
+			var calls int
+			h := fakeReviews(tc.authn, tc.authz, &calls).Guard(
 				http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "passed") }))
 			r, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://x"+tc.path, nil)
 			if tc.token != "" {
-				r.Header.Set("Authorization", "Bearer "+tc.token)
+				scheme := cmp.Or(tc.scheme, "bearer")
+				r.Header.Set("Authorization", scheme+" "+tc.token)
 			}
 			w := &recorder{header: http.Header{}, status: http.StatusOK}
 			h.ServeHTTP(w, r)
@@ -145,7 +156,8 @@ func TestServeSecure(t *testing.T) {
 	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	guard := Reviews{Authenticator: fakeAuthn{}, Authorizer: fakeAuthz{}}.Guard
+	var calls int
+	guard := fakeReviews(nil, nil, &calls).Guard
 	for name, secure := range map[string]SecureOptions{
 		"self-signed": {Enabled: true},
 		"files":       {Enabled: true, CertFile: certFile, KeyFile: keyFile},
@@ -181,5 +193,63 @@ func TestServeSecure(t *testing.T) {
 	missing := SecureOptions{Enabled: true, CertFile: filepath.Join(dir, "none"), KeyFile: keyFile}
 	if _, err := Serve(t.Context(), HTTPOptions{Addr: "127.0.0.1:0", Registry: NewRegistry(), Secure: missing, Guard: guard}); err == nil || !strings.Contains(err.Error(), "--tls-cert-file") {
 		t.Errorf("missing certificate file: %v", err)
+	}
+}
+
+// TestReviewsRemember: a token's user and a user's access are asked once
+// within their time, again after it; a denial is remembered for less.
+func TestReviewsRemember(t *testing.T) {
+	var calls int
+	r := fakeReviews(nil, nil, &calls)
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	get := func(token, path string) int {
+		w := &recorder{header: http.Header{}, status: http.StatusOK}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://x"+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		r.Guard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, req)
+		return w.status
+	}
+	for _, step := range []struct {
+		advance      time.Duration
+		token, path  string
+		status, asks int
+	}{
+		{0, "reader", "/metrics", http.StatusOK, 2},                // TokenReview, SubjectAccessReview
+		{30 * time.Second, "reader", "/metrics", http.StatusOK, 2}, // both remembered
+		{31 * time.Second, "reader", "/metrics", http.StatusOK, 3}, // the token again; the access still
+		{0, "reader", "/debug/pprof/", http.StatusForbidden, 4},    // a denial asked
+		{29 * time.Second, "reader", "/debug/pprof/", http.StatusForbidden, 4},
+		{2 * time.Second, "reader", "/debug/pprof/", http.StatusForbidden, 5},  // the denial (31s old) again
+		{29 * time.Second, "reader", "/debug/pprof/", http.StatusForbidden, 6}, // the token (60s old) again
+	} {
+		now = now.Add(step.advance)
+		if got := get(step.token, step.path); got != step.status || calls != step.asks {
+			t.Fatalf("%s at %s: status %d after %d reviews, want %d after %d", step.path, now.Sub(time.Unix(1000, 0)), got, calls, step.status, step.asks)
+		}
+	}
+}
+
+func TestPrune(t *testing.T) {
+	now := time.Unix(1000, 0)
+	m := map[int]time.Time{}
+	for i := range maxCached - 1 {
+		m[i] = now.Add(time.Duration(i%2) * time.Minute) // even ones expired
+	}
+	prune(m, now, func(t time.Time) time.Time { return t })
+	if len(m) != maxCached-1 {
+		t.Fatalf("under the bound: %d entries left", len(m))
+	}
+	m[-1] = now
+	prune(m, now, func(t time.Time) time.Time { return t })
+	if len(m) != maxCached/2-1 {
+		t.Fatalf("past the bound: %d entries left, want the unexpired %d", len(m), maxCached/2-1)
+	}
+	for i := range maxCached {
+		m[i] = now.Add(time.Hour)
+	}
+	prune(m, now, func(t time.Time) time.Time { return t })
+	if len(m) != 0 {
+		t.Fatalf("none expired past the bound: %d left, want 0", len(m))
 	}
 }

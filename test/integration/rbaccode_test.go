@@ -57,9 +57,7 @@ import (
 //   - Informer() or Lister() of a typed informer is list and watch;
 //   - resourcelock.New is get, create and update of leases (client-go's
 //     leader election), a typedcorev1.EventSinkImpl is create and patch of
-//     events (client-go's event recorder), k8s.io/apiserver's
-//     DelegatingAuthenticatorConfig and DelegatingAuthorizerConfig create
-//     tokenreviews and subjectaccessreviews (--metrics-secure);
+//     events (client-go's event recorder);
 //   - anything that reaches the API server another way (a RESTClient, a
 //     dynamic or metadata client, a hand-made ListWatch) fails the test:
 //     teach it here before using one.
@@ -354,17 +352,6 @@ func (a *analysis) visit(n ast.Node) bool {
 			// them as they repeat.
 			a.request(n.Pos(), "core/v1", "Event", "create", "")
 			a.request(n.Pos(), "core/v1", "Event", "patch", "")
-		}
-		if named := namedOf(a.info.Types[n].Type); named != nil && named.Obj().Pkg() != nil {
-			// k8s.io/apiserver's delegating authenticator and authorizer
-			// (--metrics-secure) ask the API server who holds a token and
-			// whether that user may do a request.
-			switch named.Obj().Pkg().Path() + "." + named.Obj().Name() {
-			case "k8s.io/apiserver/pkg/authentication/authenticatorfactory.DelegatingAuthenticatorConfig":
-				a.request(n.Pos(), "authentication/v1", "TokenReview", "create", "")
-			case "k8s.io/apiserver/pkg/authorization/authorizerfactory.DelegatingAuthorizerConfig":
-				a.request(n.Pos(), "authorization/v1", "SubjectAccessReview", "create", "")
-			}
 		}
 	case *ast.SelectorExpr:
 		// Called or taken as a value (a method value passed on makes

@@ -1,0 +1,15 @@
+// Package server holds what both tether commands run besides their
+// controllers:
+//
+//   - kube.go: the API client settings (--kubeconfig, --kube-api-qps,
+//     --kube-api-burst);
+//   - leader.go, work.go, stop.go: the Lease leader election, the work it
+//     runs and how that work stops;
+//   - http.go, metrics.go: the HTTP endpoint for metrics, health and
+//     profiles (--http-endpoint);
+//   - secure.go, reviews.go: on request (--metrics-secure) that endpoint
+//     over HTTPS, its metrics and profiles answering only callers the API
+//     server's TokenReview and SubjectAccessReview accept;
+//   - calls.go: the count of calls in progress that must not outlive the
+//     process (Calls).
+package server
