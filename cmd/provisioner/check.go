@@ -80,6 +80,14 @@ func checkOptions(o options) error {
 		return fmt.Errorf("--node-loss-grace must be positive, got %s", o.nodeLossGrace)
 	case o.workers == 0:
 		return fmt.Errorf("--worker-threads must be at least 1")
+	case o.timeout <= 0:
+		return fmt.Errorf("--timeout must be positive, got %s", o.timeout)
+	case o.retryStart <= 0 || o.retryMax < o.retryStart:
+		return fmt.Errorf("--retry-interval-start must be positive and --retry-interval-max no smaller, got %s and %s", o.retryStart, o.retryMax)
+	case o.orphans.Interval < 0:
+		return fmt.Errorf("--orphan-sweep-interval must not be negative (0 turns the sweep off), got %s", o.orphans.Interval)
+	case o.orphans.MinAge < 0:
+		return fmt.Errorf("--orphan-min-age must not be negative, got %s", o.orphans.MinAge)
 	case o.orphans.Policy != sweep.Report && o.orphans.Policy != sweep.Delete:
 		return fmt.Errorf("--orphan-policy=%s: must be report or delete", o.orphans.Policy)
 	case o.request.VolumeNamePrefix == "":

@@ -22,6 +22,12 @@ func TestCheckOptions(t *testing.T) {
 	}{
 		{"defaults", nil, podEnv{}, ""},
 		{"no worker", []string{"--worker-threads=0"}, pod, "--worker-threads"},
+		{"no timeout", []string{"--timeout=0s"}, pod, "--timeout must be positive"},
+		{"no first retry interval", []string{"--retry-interval-start=0s"}, pod, "--retry-interval-start"},
+		{"a longest retry shorter than the first", []string{"--retry-interval-start=10s", "--retry-interval-max=5s"}, pod, "--retry-interval-max no smaller"},
+		{"a negative sweep interval", []string{"--orphan-sweep-interval=-1m"}, pod, "--orphan-sweep-interval"},
+		{"no sweep", []string{"--orphan-sweep-interval=0s"}, pod, ""},
+		{"a negative orphan age", []string{"--orphan-min-age=-1h"}, pod, "--orphan-min-age"},
 		{"an unknown orphan policy", []string{"--orphan-policy=keep"}, pod, "--orphan-policy=keep"},
 		{"no volume name prefix", []string{"--volume-name-prefix="}, pod, "--volume-name-prefix"},
 		{"no CSI address", []string{"--csi-address=unix://"}, pod, "--csi-address"},
