@@ -82,8 +82,8 @@ func checkOptions(o options) error {
 		return fmt.Errorf("--worker-threads must be at least 1")
 	case o.timeout <= 0:
 		return fmt.Errorf("--timeout must be positive, got %s", o.timeout)
-	case o.retryStart <= 0 || o.retryMax < o.retryStart:
-		return fmt.Errorf("--retry-interval-start must be positive and --retry-interval-max no smaller, got %s and %s", o.retryStart, o.retryMax)
+	case o.retryStart <= 0 || o.retryMax <= 0:
+		return fmt.Errorf("--retry-interval-start and --retry-interval-max must be positive, got %s and %s", o.retryStart, o.retryMax)
 	case o.orphans.Interval < 0:
 		return fmt.Errorf("--orphan-sweep-interval must not be negative (0 turns the sweep off), got %s", o.orphans.Interval)
 	case o.orphans.MinAge < 0:
