@@ -133,3 +133,34 @@ func TestSeenCountsEachObject(t *testing.T) {
 		t.Error("a nil Seen has a name")
 	}
 }
+
+// TestKeeperStaticDeletePVKeptUntilFinalized: a static CSI PV of the
+// driver with reclaim policy Delete stays in the cache from Available
+// through its Bound write until the static reclaimer's deletion finalizer
+// is on it, so that the reclaimer sees it Bound and adds the finalizer,
+// and a later deletion while Bound cannot take the PV without its volume
+// (issue 49, defect 1: the PV was forgotten at its Bound write).
+func TestKeeperStaticDeletePVKeptUntilFinalized(t *testing.T) {
+	k := Scope{Driver: driver}.VolumeKeeper()
+	version := func(phase v1.PersistentVolumePhase, finalizers ...string) *v1.PersistentVolume {
+		p := pv(driver, nil)
+		p.Spec.PersistentVolumeReclaimPolicy = v1.PersistentVolumeReclaimDelete
+		p.Status.Phase, p.Finalizers = phase, append([]string{"kubernetes.io/pv-protection"}, finalizers...)
+		return p
+	}
+	for _, s := range []struct {
+		name string
+		do   func(runtime.Object) Action
+		pv   *v1.PersistentVolume
+		want Action
+	}{
+		{"made by the admin, Available", k.Added, version(v1.VolumeAvailable), Keep},
+		{"bound by the binder", k.Modified, version(v1.VolumeBound), Keep},
+		{"the reclaimer's finalizer on", k.Modified, version(v1.VolumeBound, libraryFinalizer), Forget},
+		{"released", k.Modified, version(v1.VolumeReleased, libraryFinalizer), Keep},
+	} {
+		if got := s.do(s.pv); got != s.want {
+			t.Fatalf("%s: %v, want %v", s.name, got, s.want)
+		}
+	}
+}

@@ -126,22 +126,27 @@ func (s Scope) Ours(pv *v1.PersistentVolume) bool {
 const libraryFinalizer = "external-provisioner.volume.kubernetes.io/finalizer"
 
 // Settled reports whether a PV asks nothing of the provisioner as it
-// stands: bound, not being deleted, and carrying the library's deletion
-// finalizer exactly when the library would add it (a PV provisioned by the
-// driver, or migrated to it, whose reclaim policy is Delete: the library
-// writes no other PV). No part of
-// the provisioner reads such a PV but by name (Seen): the library acts on
-// a PV released, being deleted or whose finalizer is to change; the
-// reconciler of a record reads a bound PV from the API server when its
-// claim is deleted; the static volumes' reclaimer acts on released ones.
-// Every one of those changes comes as a watch event that makes the PV
-// unsettled, and kept whole again.
+// stands: bound, not being deleted, and carrying the deletion finalizer
+// exactly when a writer of it would add it, the reclaim policy being
+// Delete: the library for a PV provisioned by the driver or migrated to
+// it, the static volumes' reclaimer (package static) for a CSI PV of the
+// driver that no provisioner claims (no pv.kubernetes.io/provisioned-by),
+// as external-provisioner v6 does. No part of the provisioner reads such a
+// PV but by name (Seen): the library and the static reclaimer act on a PV
+// released, being deleted or whose finalizer is to change; the reconciler
+// of a record reads a bound PV from the API server when its claim is
+// deleted. Every one of those changes comes as a watch event that makes
+// the PV unsettled, and kept whole again. A static Delete PV is thus kept
+// until it carries the finalizer: without it, a PV deleted while bound
+// would go once released, and its volume with nothing to delete it.
 func (s Scope) Settled(pv *v1.PersistentVolume) bool {
 	if pv.Status.Phase != v1.VolumeBound || pv.DeletionTimestamp != nil {
 		return false
 	}
 	provisioned := s.ours(pv.Annotations[storagehelpers.AnnDynamicallyProvisioned]) || s.ours(pv.Annotations[annMigratedTo])
-	want := provisioned && pv.Spec.PersistentVolumeReclaimPolicy == v1.PersistentVolumeReclaimDelete
+	static := pv.Spec.CSI != nil && pv.Spec.CSI.Driver == s.Driver &&
+		!metav1.HasAnnotation(pv.ObjectMeta, storagehelpers.AnnDynamicallyProvisioned)
+	want := (provisioned || static) && pv.Spec.PersistentVolumeReclaimPolicy == v1.PersistentVolumeReclaimDelete
 	return slices.Contains(pv.Finalizers, libraryFinalizer) == want
 }
 

@@ -157,6 +157,11 @@ func TestSettled(t *testing.T) {
 		p.Spec.PersistentVolumeReclaimPolicy, p.Finalizers, p.Status.Phase = policy, finalizers, v1.VolumeBound
 		return p
 	}
+	static := func(policy v1.PersistentVolumeReclaimPolicy, finalizers ...string) *v1.PersistentVolume {
+		p := pv(driver, nil)
+		p.Spec.PersistentVolumeReclaimPolicy, p.Finalizers, p.Status.Phase = policy, finalizers, v1.VolumeBound
+		return p
+	}
 	deleting := bound(v1.PersistentVolumeReclaimDelete, driver, libraryFinalizer)
 	deleting.DeletionTimestamp = &now
 	released := bound(v1.PersistentVolumeReclaimDelete, driver, libraryFinalizer)
@@ -170,7 +175,11 @@ func TestSettled(t *testing.T) {
 		{"bound, Delete, the finalizer still to add", bound(v1.PersistentVolumeReclaimDelete, driver), false},
 		{"bound, Retain, the finalizer still to remove", bound(v1.PersistentVolumeReclaimRetain, driver, libraryFinalizer), false},
 		{"bound, Retain, no finalizer", bound(v1.PersistentVolumeReclaimRetain, driver), true},
-		{"bound, Delete, made by hand (the library adds nothing)", bound(v1.PersistentVolumeReclaimDelete, ""), true},
+		{"bound, Delete, an empty provisioned-by (neither the library nor the static reclaimer adds it)", bound(v1.PersistentVolumeReclaimDelete, ""), true},
+		{"bound, Delete, a static CSI PV of the driver, the finalizer still to add", static(v1.PersistentVolumeReclaimDelete), false},
+		{"bound, Delete, a static CSI PV of the driver with the finalizer", static(v1.PersistentVolumeReclaimDelete, libraryFinalizer), true},
+		{"bound, Retain, a static CSI PV of the driver", static(v1.PersistentVolumeReclaimRetain), true},
+		{"bound, Retain, a static CSI PV of the driver, the finalizer still to remove", static(v1.PersistentVolumeReclaimRetain, libraryFinalizer), false},
 		{"bound, Delete, another provisioner's annotation", bound(v1.PersistentVolumeReclaimDelete, other), true},
 		{"released", released, false},
 		{"being deleted", deleting, false},
