@@ -168,10 +168,15 @@ func (t *Tracker) Pinned(pv *v1.PersistentVolume) string {
 }
 
 // resolve names the node (key, value) names; marked and host are what a
-// PV's marks say of a node (its name and hostname label).
+// PV's marks say of a node (its name and hostname label). A hostname
+// value that one node has as its name and label and another as its label
+// alone names neither: a volume pinned by it may be on either.
 func (t *Tracker) resolve(key, value, marked, host string) string {
 	if e := t.nodes[value]; e != nil && e.labels != nil {
 		if e.labels[key] == value {
+			if _, alias := t.hostnames[value]; alias && key == HostnameLabel {
+				return ""
+			}
 			return value
 		}
 	} else if value == marked {

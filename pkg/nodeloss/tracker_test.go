@@ -312,3 +312,39 @@ func TestTrackerHostnameAliases(t *testing.T) {
 	tr.Observe("b.example.com", named("b.example.com", "a2"))
 	pinned("its hostname taken by the node that replaced it", "a2", "b.example.com")
 }
+
+// TestTrackerHostnameTwinNamesNeither: node-1 carries the hostname label
+// node-1, and so does node-1.dc2. A PV pinned by "kubernetes.io/hostname
+// In [node-1]" may be on either, so the value names neither node, whichever
+// was seen first, and the loss of node-1 releases nothing of it (issue 49,
+// defect 2: node-1, named by the value, was answered before the aliases
+// were looked at). Once the twin is gone and forgotten, node-1 is named
+// again.
+func TestTrackerHostnameTwinNamesNeither(t *testing.T) {
+	const csiKey = "topology.local.csi.tether.dev/node"
+	for _, order := range [][]string{{"node-1", "node-1.dc2"}, {"node-1.dc2", "node-1"}} {
+		now := t0
+		tr := NewTracker(func() time.Time { return now }, 10*time.Minute)
+		for _, name := range order {
+			n := node(name, name == "node-1")
+			n.Labels[hostKey] = "node-1"
+			n.Labels[csiKey] = name
+			tr.Observe(name, n)
+		}
+		pv := pvAffinity(hostKey, "node-1")
+		if got := tr.Pinned(pv); got != "" {
+			t.Errorf("seen in the order %v: a hostname two nodes carry pins %q", order, got)
+		}
+		if got := tr.LostNode(pv); got != "" {
+			t.Errorf("seen in the order %v: the PV is taken as on the lost node %q", order, got)
+		}
+		if got := tr.Pinned(pvAffinity(csiKey, "node-1")); got != "node-1" {
+			t.Errorf("seen in the order %v: the driver's own key of node-1 pins %q, want node-1", order, got)
+		}
+		tr.Observe("node-1.dc2", nil)
+		now = now.Add(11 * time.Minute)
+		if got := tr.LostNode(pv); got != "node-1" {
+			t.Errorf("seen in the order %v: the twin forgotten, the PV is on lost node %q, want node-1", order, got)
+		}
+	}
+}
