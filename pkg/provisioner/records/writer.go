@@ -82,7 +82,9 @@ func (e StaleError) Error() string {
 }
 
 // still reads the claim from the API and returns it if it still waits for
-// the volume its record names (see Record).
+// the volume its record names, on the node the request was built for (see
+// Record): the same claim, not being deleted, unbound, its selected node
+// the one claim has, its record this provisioner's for name.
 func (w *Writer) still(ctx context.Context, claim *v1.PersistentVolumeClaim, name string) (*v1.PersistentVolumeClaim, error) {
 	cur, err := w.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
 	switch {
@@ -92,14 +94,22 @@ func (w *Writer) still(ctx context.Context, claim *v1.PersistentVolumeClaim, nam
 		return nil, fmt.Errorf("reading the claim before the volume is made: %w", err)
 	case cur.UID != claim.UID:
 		return nil, StaleError{Why: "it is gone; another claim has its name"}
+	case cur.DeletionTimestamp != nil:
+		return nil, StaleError{Why: "it is being deleted"}
 	case cur.Spec.VolumeName != "":
 		return nil, StaleError{Why: "it is bound to " + cur.Spec.VolumeName}
+	case selectedNode(cur) != selectedNode(claim):
+		return nil, StaleError{Why: fmt.Sprintf("its selected node is %q, not %q", selectedNode(cur), selectedNode(claim))}
 	}
 	if driver, vol, ok := inflight.Volume(cur); !ok || inflight.Unread(cur) || vol != name || driver != w.Driver ||
 		w.Node != "" && cur.Annotations[inflight.AnnNode] != w.Node {
 		return nil, StaleError{Why: "its in-flight record is not the one for " + name + " any more"}
 	}
 	return cur, nil
+}
+
+func selectedNode(c *v1.PersistentVolumeClaim) string {
+	return c.Annotations[storagehelpers.AnnSelectedNode]
 }
 
 // Drop removes the record: first with one write on the claim as

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 )
 
 // Record writes the record in this version's format, and never writes over
@@ -112,5 +113,37 @@ func TestWriterRecordAgainReadsTheClaim(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWriterRecordAgainRefusesAMovedOrDeletedClaim: a CreateVolume tried
+// again under the record goes on only for the claim as the request was
+// built for it: one the scheduler has since given another node, or that is
+// being deleted, is stale (issue 49, defect 4).
+func TestWriterRecordAgainRefusesAMovedOrDeletedClaim(t *testing.T) {
+	ctx := context.Background()
+	now := metav1.Now()
+	recorded := func(opts ...claimOpt) *v1.PersistentVolumeClaim {
+		base := []claimOpt{recordOf("1"), claimAnn(inflight.AnnVolume, testVolume), claimAnn(inflight.AnnDriver, driverNm)}
+		return newClaim(append(base, opts...)...)
+	}
+	deleting := func(c *v1.PersistentVolumeClaim) { c.DeletionTimestamp = &now }
+	for _, tt := range []struct {
+		name        string
+		cached, api *v1.PersistentVolumeClaim
+		wantStale   bool
+	}{
+		{"the same node", recorded(claimAnn(storagehelpers.AnnSelectedNode, "n1")), recorded(claimAnn(storagehelpers.AnnSelectedNode, "n1")), false},
+		{"another node selected since", recorded(claimAnn(storagehelpers.AnnSelectedNode, "n1")), recorded(claimAnn(storagehelpers.AnnSelectedNode, "n2")), true},
+		{"the node removed since (rescheduled)", recorded(claimAnn(storagehelpers.AnnSelectedNode, "n1")), recorded(), true},
+		{"a node selected since (built for none)", recorded(), recorded(claimAnn(storagehelpers.AnnSelectedNode, "n1")), true},
+		{"being deleted since", recorded(), recorded(deleting), true},
+	} {
+		w := &Writer{Client: fake.NewClientset(tt.api), Driver: driverNm}
+		_, err := w.Record(ctx, tt.cached, testVolume)
+		var stale StaleError
+		if errors.As(err, &stale) != tt.wantStale || (err != nil && !tt.wantStale) {
+			t.Errorf("%s: Record error %v; want a StaleError: %v", tt.name, err, tt.wantStale)
+		}
 	}
 }
