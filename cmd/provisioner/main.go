@@ -256,6 +256,7 @@ func run(ctx context.Context, o options) error {
 		o.orphans.Registerer, o.orphans.Recorder = reg, recorder
 		o.orphans.Claims, o.orphans.Volumes, o.orphans.VolumeEvents = c.claimLister, c.volumeLister, c.volumes
 		o.orphans.ClaimNames, o.orphans.VolumeNames = c.claimKeeper.Seen(), c.volumeKeeper.Seen()
+		o.orphans.SavePending = prov.SavePending
 		if sweeper, err = sweep.New(ctx, o.orphans); err != nil {
 			return err
 		}

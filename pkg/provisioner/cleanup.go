@@ -82,6 +82,11 @@ func (r *InFlight) deleteUnsaved(ctx context.Context, claim *v1.PersistentVolume
 		return err
 	}
 	handle := resp.GetVolume().GetVolumeId()
+	// No save of the volume's PV may land once it is deleted: saves of it
+	// are refused from now on, and the PVs are read once none is under way.
+	if err := r.p.saves.Fence(ctx, name); err != nil {
+		return err
+	}
 	if pv, err := r.volumeWithHandle(ctx, handle); err != nil {
 		return err
 	} else if pv != nil {

@@ -56,8 +56,8 @@ func (m *claimMemo[T]) forget(uid types.UID) {
 }
 
 // handoffs remembers, per claim UID, when Provision last returned a PV to
-// the library, which saves it after Provision returns (retrying for up to
-// about a minute), and the version of the claim that Provision last wrote
+// the library, which saves it after Provision returns (retrying a refused
+// save for ever: libv8.Saves follows those), and the version of the claim that Provision last wrote
 // (its in-flight record). The time is only a hint for the in-flight
 // reconciler, which waits for that save before it treats a deleted claim's
 // volume as unsaved. The version goes into the saved PV's claimRef (see

@@ -88,6 +88,7 @@ func (p *Provisioner) Provision(ctx context.Context, po controller.ProvisionOpti
 	// The library saves the PV after this returns; the reconciler waits for
 	// that save before it takes a deleted claim's volume for unsaved.
 	p.handoffs.add(claim.UID, claim.ResourceVersion, p.now())
+	p.saves.HandedOff(pv.Name)
 	logger.V(2).Info("Volume created", "volume", pv.Name, "handle", resp.GetVolume().GetVolumeId())
 	p.changed(pv)
 	return pv, controller.ProvisioningFinished, nil

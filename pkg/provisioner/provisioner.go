@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 
 	"github.com/tether-csi/tether/pkg/provisioner/claimlock"
+	"github.com/tether-csi/tether/pkg/provisioner/libv8"
 	"github.com/tether-csi/tether/pkg/provisioner/records"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 )
@@ -127,6 +128,8 @@ type Provisioner struct {
 	// record writes the in-flight record on claims.
 	record   *records.Writer
 	handoffs handoffs
+	// saves follows the library's saves of the PVs Provision returns.
+	saves *libv8.Saves
 	// secretsUsed keeps, per claim in flight, the provisioner secret its
 	// CreateVolume was given, for a clean-up that finds it gone.
 	secretsUsed secretsUsed
@@ -183,7 +186,7 @@ func New(o Options) (*Provisioner, error) {
 	if o.Node != nil {
 		node = o.Node.NodeName
 	}
-	return &Provisioner{o: o, locks: o.Locks, now: o.Clock, record: &records.Writer{Client: o.Client, Driver: o.Driver.DriverName(), Node: node}, handoffs: newHandoffs(), secretsUsed: newSecretsUsed(), deleted: newDeletedVolumes(),
+	return &Provisioner{o: o, locks: o.Locks, now: o.Clock, record: &records.Writer{Client: o.Client, Driver: o.Driver.DriverName(), Node: node}, handoffs: newHandoffs(), saves: libv8.NewSaves(), secretsUsed: newSecretsUsed(), deleted: newDeletedVolumes(),
 		answers: newCreateAnswers()}, nil
 }
 

@@ -14,6 +14,11 @@ import (
 // (inflight.ClaimBehindVolume); with the older one it would bind from a claim
 // that has changed since, and its write would fail with a conflict.
 //
+// The library's saves of the PVs Provision returns are followed (Saves),
+// and those of a volume the in-flight clean-up deletes are fenced first
+// (deleteUnsaved): the library retries a refused save for ever, and one
+// that landed after the deletion would name a volume that is gone.
+//
 // Before the library removes the deletion finalizer from a PV (its reclaim
 // policy turned Retain, or its deletion), the in-flight record of the
 // claim the PV names is settled (Provisioner.dropBeforeRelease): once the
@@ -28,7 +33,7 @@ import (
 // whole deletion, DeleteVolume included (see releaseAfterDelete).
 func (p *Provisioner) LibraryClient(c kubernetes.Interface) kubernetes.Interface {
 	return libv8.Client(c, libv8.Hooks{ClaimVersion: p.handoffs.claimVersion, BeforeRelease: p.dropBeforeRelease,
-		VolumeDeleted: p.deleted.has, Released: p.deleted.forget, Cached: p.cachedVolume})
+		VolumeDeleted: p.deleted.has, Released: p.deleted.forget, Cached: p.cachedVolume, Saves: p.saves})
 }
 
 // cachedVolume is the cache's copy of a PV, nil if it has none.
@@ -42,3 +47,7 @@ func (p *Provisioner) cachedVolume(name string) *v1.PersistentVolume {
 	}
 	return pv
 }
+
+// SavePending reports whether a save of a PV of that name, which Provision
+// returned to the library, may still land (libv8.Saves.Pending).
+func (p *Provisioner) SavePending(name string) bool { return p.saves.Pending(name) }

@@ -60,6 +60,9 @@ type Hooks struct {
 	// if none): the removal of the deletion finalizer after this process
 	// deleted the volume starts from it instead of a read (releaseCached).
 	Cached func(name string) *v1.PersistentVolume
+	// Saves, if set, follows the library's PV saves, and refuses those of
+	// a fenced name (Saves.Fence).
+	Saves *Saves
 }
 
 type patchClient struct {
@@ -243,12 +246,25 @@ func (p patchVolumes) releaseDeleted(ctx context.Context, current *v1.Persistent
 // detector found when a save was retried in the background). With
 // claimVersion (LibraryClient), the copy's claimRef gets the version of the
 // claim that Provision wrote.
+//
+// With Saves, a save of a fenced name is answered AlreadyExists without
+// reaching the API server: the library takes that for saved and stops
+// trying, and the volume it names has been, or is being, cleaned up.
 func (p patchVolumes) Create(ctx context.Context, pv *v1.PersistentVolume, opts metav1.CreateOptions) (*v1.PersistentVolume, error) {
 	out := pv.DeepCopy()
 	if ref := out.Spec.ClaimRef; ref != nil && p.hooks != nil && p.hooks.ClaimVersion != nil {
 		inflight.RelayClaimVersion(out, p.hooks.ClaimVersion(ref.UID))
 	}
-	return p.PersistentVolumeInterface.Create(ctx, out, opts)
+	if p.hooks == nil || p.hooks.Saves == nil {
+		return p.PersistentVolumeInterface.Create(ctx, out, opts)
+	}
+	if !p.hooks.Saves.begin(pv.Name) {
+		klog.FromContext(ctx).Info("Not saving the PV: its volume was cleaned up after its save had failed for longer than the save grace", "pv", klog.KObj(pv))
+		return nil, apierrors.NewAlreadyExists(v1.Resource("persistentvolumes"), pv.Name)
+	}
+	created, err := p.PersistentVolumeInterface.Create(ctx, out, opts)
+	p.hooks.Saves.end(pv.Name, err == nil || apierrors.IsAlreadyExists(err))
+	return created, err
 }
 
 // PatchKind says how an Update is sent.

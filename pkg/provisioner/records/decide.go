@@ -100,8 +100,12 @@ type Step struct {
 }
 
 // SaveGrace is how long after Provision returned a PV the reconciler waits
-// for the library to save it before it takes "no PV" for "unsaved": the
-// library tries five times, ten seconds apart.
+// for the library to save it before it cleans up a volume that no PV
+// names: time for a save that goes through. The library (with
+// CreateProvisionedPVLimiter) retries a refused save for ever, so the
+// clean-up does not take "no PV" for "never a PV": it first stops every
+// later save of the name and waits for one under way (libv8.Saves.Fence),
+// and only then reads the PVs and deletes.
 const SaveGrace = 90 * time.Second
 
 // SaveRecheck is how often a claim whose PV is being saved is looked at

@@ -98,7 +98,8 @@ func (s *Sweeper) account(ctx context.Context) (accounting, error) {
 
 // accountedFor re-checks one volume right before its deletion: the caches
 // again (claims first), then the PV of its name from the API server. It
-// returns what accounts for it, or "" for nothing. A claim is not read
+// returns what accounts for it, or "" for nothing; a PV this process may
+// still save (SavePending) accounts for it too. A claim is not read
 // from the API server: there is no reading a claim by UID, and a claim
 // that the cache has not shown for MinAge cannot come back (UIDs are not
 // reused); a claim that is in the cache accounts for the volume already.
@@ -109,6 +110,9 @@ func (s *Sweeper) accountedFor(ctx context.Context, id, name string) string {
 	}
 	if by := a.tracks(id, name); by != "" {
 		return by
+	}
+	if s.o.SavePending != nil && s.o.SavePending(name) {
+		return "PV " + name + ", which the library is still saving"
 	}
 	switch _, err := s.o.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{}); {
 	case err == nil:

@@ -71,6 +71,10 @@ type Options struct {
 	// volume name it would be provisioned under; for every PV, its name
 	// and its CSI handle. Nil: the caches keep every claim and PV.
 	ClaimNames, VolumeNames Names
+	// SavePending, if set, says whether this process's library may still
+	// save a PV of a volume name (the Provisioner's SavePending): such a
+	// volume is accounted for, whatever the API server holds now.
+	SavePending func(name string) bool
 	// VolumeEvents is the informer behind Volumes; New adds a handler to
 	// it.
 	VolumeEvents PVEvents

@@ -197,6 +197,17 @@ func TestSweepScenarios(t *testing.T) {
 				}
 			},
 			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}},
+		// The library retries a refused PV save for ever: a volume whose PV
+		// it may still save is accounted for on the re-check (issue 49,
+		// defect 3).
+		{name: "a volume whose PV the library is still saving is kept on the re-check", policy: Delete,
+			setup: func(w *sweepWorld) { w.volume(volA, "", oursDelete) },
+			between: func(w *sweepWorld) {
+				if w.reads == 3 { // the re-check's read
+					w.saving = map[string]bool{volA: true}
+				}
+			},
+			wantReported: []string{volA}, wantGauge: map[Ownership]float64{OwnedDelete: 1}},
 		{name: "one of several: only our orphan goes", policy: Delete,
 			setup: func(w *sweepWorld) {
 				w.volume(volA, "", oursDelete)

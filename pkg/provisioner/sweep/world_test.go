@@ -128,6 +128,7 @@ type sweepWorld struct {
 	clock   time.Time
 	reads   int                 // the sweep's reads of the caches so far
 	between func(w *sweepWorld) // run between a read's claims and its PVs
+	saving  map[string]bool     // PVs by name that the library may still save
 }
 
 // newSweepWorld is an empty world; driver, when not "", names the
@@ -147,7 +148,7 @@ func newSweepWorld(t *testing.T, policy Policy, driver ...string) *sweepWorld {
 		Request: request.Options{VolumeNamePrefix: "pvc", VolumeNameUUIDLen: -1, Owner: thisCluster},
 		Policy:  policy, MinAge: time.Hour, Interval: time.Minute, Recorder: w.rec, Registerer: w.reg,
 		Claims: corelisters.NewPersistentVolumeClaimLister(w.claims), Volumes: corelisters.NewPersistentVolumeLister(w.pvs),
-		Clock: func() time.Time { return w.clock }})
+		Clock: func() time.Time { return w.clock }, SavePending: func(name string) bool { return w.saving[name] }})
 	if err != nil {
 		t.Fatal(err)
 	}
