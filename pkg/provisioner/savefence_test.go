@@ -50,7 +50,7 @@ func TestRefusedSaveNeverLandsAfterCleanUp(t *testing.T) {
 	pv := e.mustProvision()
 
 	store := controller.NewVolumeStoreQueue(e.p.LibraryClient(e.client),
-		workqueue.NewItemExponentialFailureRateLimiter(time.Millisecond, 5*time.Millisecond),
+		workqueue.NewTypedItemExponentialFailureRateLimiter[any](time.Millisecond, 5*time.Millisecond),
 		e.claims.GetIndexer(), record.NewFakeRecorder(10))
 	if err := store.StoreVolume(claim, pv); err != nil {
 		t.Fatalf("StoreVolume: %v (the queue store takes every PV, saved or not)", err)
@@ -86,7 +86,7 @@ func TestRefusedSaveThatLandsKeepsVolume(t *testing.T) {
 	claim := e.createClaim(newClaim())
 	pv := e.mustProvision()
 	store := controller.NewVolumeStoreQueue(e.p.LibraryClient(e.client),
-		workqueue.NewItemExponentialFailureRateLimiter(time.Millisecond, 5*time.Millisecond),
+		workqueue.NewTypedItemExponentialFailureRateLimiter[any](time.Millisecond, 5*time.Millisecond),
 		e.claims.GetIndexer(), record.NewFakeRecorder(10))
 	if err := store.StoreVolume(claim, pv); err != nil {
 		t.Fatal(err)
