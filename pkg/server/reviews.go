@@ -5,9 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -21,47 +19,46 @@ import (
 // request reaches it.
 type Guard func(http.Handler) http.Handler
 
-// Review caching, as kube-controller-manager's delegated authentication and
-// authorization: a token's answer for a minute, an allowed request's for
-// five and a denied one's for thirty seconds. A cache past maxCached
-// entries drops its expired ones, and all of them if that is not enough.
+// Review caching, as kube-controller-manager's delegated authentication
+// and authorization (k8s.io/apiserver's DelegatingAuthenticationOptions
+// CacheTTL, DelegatingAuthorizationOptions AllowCacheTTL and DenyCacheTTL):
+// a token's answer, an allowed request's and a denied one's for 10 seconds
+// each. Each cache holds at most cacheBytes (see ttlCache).
 const (
-	tokenCacheTTL = time.Minute
-	allowCacheTTL = 5 * time.Minute
-	denyCacheTTL  = 30 * time.Second
-	reviewTimeout = 10 * time.Second
-	maxCached     = 4096
+	tokenCacheTTL  = 10 * time.Second
+	accessCacheTTL = 10 * time.Second
+	reviewTimeout  = 10 * time.Second
+	cacheBytes     = 2 << 20
 )
 
 // Reviews asks the API server who a bearer token's user is (TokenReview)
 // and whether that user may use a verb on a non-resource path
 // (SubjectAccessReview), and remembers each answer for a while. It is
-// client-go's typed clients and two maps: k8s.io/apiserver's delegating
+// client-go's typed clients and two caches: k8s.io/apiserver's delegating
 // authenticator and authorizer do the same but double the binaries' size.
 type Reviews struct {
 	client kubernetes.Interface
 	now    func() time.Time
 
-	mu     sync.Mutex
-	tokens map[[sha256.Size]byte]tokenAnswer // by the token's hash
-	access map[string]accessAnswer           // by user, groups, verb and path
+	tokens *ttlCache[[sha256.Size]byte, tokenAnswer]  // by the token's hash
+	access *ttlCache[[sha256.Size]byte, accessAnswer] // by accessKey
 }
 
 type tokenAnswer struct {
-	user  authnv1.UserInfo
-	ok    bool
-	until time.Time
+	user authnv1.UserInfo
+	ok   bool
 }
 
 type accessAnswer struct {
 	allowed bool
 	reason  string
-	until   time.Time
 }
 
 // NewReviews asks the API server through client.
 func NewReviews(client kubernetes.Interface) *Reviews {
-	return &Reviews{client: client, now: time.Now, tokens: map[[sha256.Size]byte]tokenAnswer{}, access: map[string]accessAnswer{}}
+	return &Reviews{client: client, now: time.Now,
+		tokens: newTTLCache[[sha256.Size]byte](tokenCacheTTL, cacheBytes, userBytes),
+		access: newTTLCache[[sha256.Size]byte](accessCacheTTL, cacheBytes, reasonBytes)}
 }
 
 // bearer is the request's bearer token, "" for none.
@@ -77,10 +74,7 @@ func bearer(req *http.Request) string {
 // accept; err when it could not be asked.
 func (r *Reviews) user(ctx context.Context, token string) (authnv1.UserInfo, bool, error) {
 	key := sha256.Sum256([]byte(token))
-	r.mu.Lock()
-	a, found := r.tokens[key]
-	r.mu.Unlock()
-	if found && r.now().Before(a.until) {
+	if a, found := r.tokens.get(key, r.now()); found {
 		return a.user, a.ok, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
@@ -90,65 +84,31 @@ func (r *Reviews) user(ctx context.Context, token string) (authnv1.UserInfo, boo
 	if err != nil {
 		return authnv1.UserInfo{}, false, fmt.Errorf("TokenReview: %w", err)
 	}
-	a = tokenAnswer{user: review.Status.User, ok: review.Status.Authenticated && review.Status.Error == "", until: r.now().Add(tokenCacheTTL)}
-	r.mu.Lock()
-	prune(r.tokens, r.now(), func(a tokenAnswer) time.Time { return a.until })
-	r.tokens[key] = a
-	r.mu.Unlock()
+	a := tokenAnswer{user: review.Status.User, ok: review.Status.Authenticated && review.Status.Error == ""}
+	r.tokens.put(key, a, r.now())
 	return a.user, a.ok, nil
 }
 
 // allowed says whether u may use verb on path (a non-resource URL), with
 // the API server's reason when not; err when it could not be asked.
 func (r *Reviews) allowed(ctx context.Context, u authnv1.UserInfo, verb, path string) (bool, string, error) {
-	groups := slices.Clone(u.Groups)
-	slices.Sort(groups)
-	key := strings.Join([]string{u.Username, u.UID, strings.Join(groups, ","), verb, path}, "\x00")
-	r.mu.Lock()
-	a, found := r.access[key]
-	r.mu.Unlock()
-	if found && r.now().Before(a.until) {
+	spec := accessSpec(u, verb, path)
+	key, cacheable := accessKey(spec)
+	if a, found := r.access.get(key, r.now()); cacheable && found {
 		return a.allowed, a.reason, nil
-	}
-	extra := map[string]authzv1.ExtraValue{}
-	for k, v := range u.Extra {
-		extra[k] = authzv1.ExtraValue(v)
 	}
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 	defer cancel()
-	review, err := r.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-		User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
-		NonResourceAttributes: &authzv1.NonResourceAttributes{Path: path, Verb: verb},
-	}}, metav1.CreateOptions{})
+	review, err := r.client.AuthorizationV1().SubjectAccessReviews().Create(ctx,
+		&authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return false, "", fmt.Errorf("SubjectAccessReview: %w", err)
 	}
-	ttl := denyCacheTTL
-	if review.Status.Allowed {
-		ttl = allowCacheTTL
+	a := accessAnswer{allowed: review.Status.Allowed && !review.Status.Denied, reason: review.Status.Reason}
+	if cacheable {
+		r.access.put(key, a, r.now())
 	}
-	a = accessAnswer{allowed: review.Status.Allowed && !review.Status.Denied, reason: review.Status.Reason, until: r.now().Add(ttl)}
-	r.mu.Lock()
-	prune(r.access, r.now(), func(a accessAnswer) time.Time { return a.until })
-	r.access[key] = a
-	r.mu.Unlock()
 	return a.allowed, a.reason, nil
-}
-
-// prune keeps a cache under maxCached entries: past it, the expired go,
-// and if that is not enough, all.
-func prune[K comparable, V any](m map[K]V, now time.Time, until func(V) time.Time) {
-	if len(m) < maxCached {
-		return
-	}
-	for k, v := range m {
-		if !now.Before(until(v)) {
-			delete(m, k)
-		}
-	}
-	if len(m) >= maxCached {
-		clear(m)
-	}
 }
 
 // Guard answers 401 to a request without a user (no bearer token, or one

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
@@ -193,63 +192,5 @@ func TestServeSecure(t *testing.T) {
 	missing := SecureOptions{Enabled: true, CertFile: filepath.Join(dir, "none"), KeyFile: keyFile}
 	if _, err := Serve(t.Context(), HTTPOptions{Addr: "127.0.0.1:0", Registry: NewRegistry(), Secure: missing, Guard: guard}); err == nil || !strings.Contains(err.Error(), "--tls-cert-file") {
 		t.Errorf("missing certificate file: %v", err)
-	}
-}
-
-// TestReviewsRemember: a token's user and a user's access are asked once
-// within their time, again after it; a denial is remembered for less.
-func TestReviewsRemember(t *testing.T) {
-	var calls int
-	r := fakeReviews(nil, nil, &calls)
-	now := time.Unix(1000, 0)
-	r.now = func() time.Time { return now }
-	get := func(token, path string) int {
-		w := &recorder{header: http.Header{}, status: http.StatusOK}
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://x"+path, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		r.Guard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, req)
-		return w.status
-	}
-	for _, step := range []struct {
-		advance      time.Duration
-		token, path  string
-		status, asks int
-	}{
-		{0, "reader", "/metrics", http.StatusOK, 2},                // TokenReview, SubjectAccessReview
-		{30 * time.Second, "reader", "/metrics", http.StatusOK, 2}, // both remembered
-		{31 * time.Second, "reader", "/metrics", http.StatusOK, 3}, // the token again; the access still
-		{0, "reader", "/debug/pprof/", http.StatusForbidden, 4},    // a denial asked
-		{29 * time.Second, "reader", "/debug/pprof/", http.StatusForbidden, 4},
-		{2 * time.Second, "reader", "/debug/pprof/", http.StatusForbidden, 5},  // the denial (31s old) again
-		{29 * time.Second, "reader", "/debug/pprof/", http.StatusForbidden, 6}, // the token (60s old) again
-	} {
-		now = now.Add(step.advance)
-		if got := get(step.token, step.path); got != step.status || calls != step.asks {
-			t.Fatalf("%s at %s: status %d after %d reviews, want %d after %d", step.path, now.Sub(time.Unix(1000, 0)), got, calls, step.status, step.asks)
-		}
-	}
-}
-
-func TestPrune(t *testing.T) {
-	now := time.Unix(1000, 0)
-	m := map[int]time.Time{}
-	for i := range maxCached - 1 {
-		m[i] = now.Add(time.Duration(i%2) * time.Minute) // even ones expired
-	}
-	prune(m, now, func(t time.Time) time.Time { return t })
-	if len(m) != maxCached-1 {
-		t.Fatalf("under the bound: %d entries left", len(m))
-	}
-	m[-1] = now
-	prune(m, now, func(t time.Time) time.Time { return t })
-	if len(m) != maxCached/2-1 {
-		t.Fatalf("past the bound: %d entries left, want the unexpired %d", len(m), maxCached/2-1)
-	}
-	for i := range maxCached {
-		m[i] = now.Add(time.Hour)
-	}
-	prune(m, now, func(t time.Time) time.Time { return t })
-	if len(m) != 0 {
-		t.Fatalf("none expired past the bound: %d left, want 0", len(m))
 	}
 }
