@@ -18,7 +18,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Health answers /healthz: ready once started, and every added check passes.
+// Health answers /healthz: ready once started, and every added check
+// passes. A failed check's answer names it; its error is logged, never
+// answered.
 type Health struct {
 	ready  atomic.Bool
 	mu     sync.Mutex
@@ -58,7 +60,7 @@ func (h *Health) ServeCheck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := check(r); err != nil {
-		http.Error(w, fmt.Sprintf("%s: %v", name, err), http.StatusServiceUnavailable)
+		checkFailed(w, r, name, err)
 		return
 	}
 	fmt.Fprintln(w, "ok")
@@ -73,11 +75,19 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.mu.Unlock()
 	for name, check := range h.checks {
 		if err := check(r); err != nil {
-			http.Error(w, fmt.Sprintf("%s: %v", name, err), http.StatusServiceUnavailable)
+			checkFailed(w, r, name, err)
 			return
 		}
 	}
 	fmt.Fprintln(w, "ok")
+}
+
+// checkFailed answers 503 naming the failed check, and logs its error:
+// /healthz is open to whoever reaches the port, so the answer holds no
+// more than the check's name.
+func checkFailed(w http.ResponseWriter, r *http.Request, name string, err error) {
+	klog.FromContext(r.Context()).Error(err, "Health check failed", "check", name)
+	http.Error(w, name+": failed", http.StatusServiceUnavailable)
 }
 
 // NewRegistry is a Prometheus registry with the Go and process collectors.

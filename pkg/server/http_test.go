@@ -73,9 +73,9 @@ func TestServePaths(t *testing.T) {
 		{name: "a passing check alone", checks: map[string]error{"leader-election": nil, "other": io.EOF},
 			path: "/healthz/leader-election", wantCode: http.StatusOK, wantBody: "ok"},
 		{name: "a failing check alone", checks: map[string]error{"leader-election": io.ErrUnexpectedEOF},
-			path: "/healthz/leader-election", wantCode: http.StatusServiceUnavailable, wantBody: "leader-election: unexpected EOF"},
+			path: "/healthz/leader-election", wantCode: http.StatusServiceUnavailable, wantBody: "leader-election: failed"},
 		{name: "every check on /healthz", checks: map[string]error{"leader-election": nil, "other": io.EOF},
-			path: "/healthz", wantCode: http.StatusServiceUnavailable, wantBody: "other: EOF"},
+			path: "/healthz", wantCode: http.StatusServiceUnavailable, wantBody: "other: failed"},
 		{name: "a check never added", checks: map[string]error{"other": nil}, path: "/healthz/leader-election", wantCode: http.StatusNotFound},
 	}
 	for _, tt := range tests {
