@@ -15,6 +15,9 @@ import (
 type target struct {
 	Dir   string   // the package's folder, relative to the module root
 	Files []string // the mutated files, relative to Dir
+	// NoSim, when set, says why the package has no short simulator run
+	// (mutate_sim_test.go): its unit tests alone judge its mutants.
+	NoSim string
 }
 
 // targets is the decision code of tether. A file listed here whose
@@ -35,6 +38,11 @@ var targets = []target{
 		"decide.go", // the sweep's Decide
 		"account.go",
 	}},
+	{Dir: "pkg/server", Files: []string{
+		"reviews.go",   // the metrics' Guard: TokenReview and SubjectAccessReview, cached
+		"reviewkey.go", // the access cache's key, what an entry holds
+		"ttlcache.go",  // the caches, bounded in bytes
+	}, NoSim: "the simulator runs no HTTP endpoint"},
 }
 
 // excludes are the gremlins --exclude-files patterns that leave only

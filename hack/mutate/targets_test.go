@@ -14,8 +14,12 @@ func TestTargetsExist(t *testing.T) {
 				t.Errorf("%s/%s: %v", tg.Dir, f, err)
 			}
 		}
-		if _, err := os.Stat(filepath.Join("..", "..", tg.Dir, "mutate_sim_test.go")); err != nil {
+		_, err := os.Stat(filepath.Join("..", "..", tg.Dir, "mutate_sim_test.go"))
+		switch {
+		case tg.NoSim == "" && err != nil:
 			t.Errorf("%s has no mutate_sim_test.go (the short simulator run): %v", tg.Dir, err)
+		case tg.NoSim != "" && err == nil:
+			t.Errorf("%s has a mutate_sim_test.go but says it has none: %s", tg.Dir, tg.NoSim)
 		}
 	}
 }
