@@ -1,19 +1,27 @@
 package server
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 )
 
 // fakeAPI is a clientset whose TokenReview knows the tokens of users and
@@ -265,5 +273,94 @@ func TestReviewsDropExpired(t *testing.T) {
 	if tokens != 1 || access != 1 || tokenBytes != entryOverhead+len("user-20") || accessBytes != entryOverhead {
 		t.Errorf("after the ttl and one more request: %d tokens (%d bytes) and %d access answers (%d bytes) held, want 1 and 1",
 			tokens, tokenBytes, access, accessBytes)
+	}
+}
+
+// Reviews ask an API server over HTTP within reviewTimeout: the reviews
+// it receives carry the user's UID, groups and extra, and the answers
+// decide.
+func TestReviewsOverHTTP(t *testing.T) {
+	var mu sync.Mutex
+	var asked []authzv1.SubjectAccessReviewSpec
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch req.URL.Path {
+		case "/apis/authentication.k8s.io/v1/tokenreviews":
+			var review authnv1.TokenReview
+			if err := json.NewDecoder(req.Body).Decode(&review); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			review.APIVersion, review.Kind = "authentication.k8s.io/v1", "TokenReview"
+			if review.Spec.Token == "reader" {
+				review.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{
+					Username: "reader", UID: "7", Groups: []string{"g"}, Extra: map[string]authnv1.ExtraValue{"scopes": {"metrics"}}}}
+			}
+			_ = json.NewEncoder(w).Encode(review)
+		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+			var review authzv1.SubjectAccessReview
+			if err := json.NewDecoder(req.Body).Decode(&review); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			mu.Lock()
+			asked = append(asked, review.Spec)
+			mu.Unlock()
+			review.APIVersion, review.Kind = "authorization.k8s.io/v1", "SubjectAccessReview"
+			review.Status.Allowed = review.Spec.NonResourceAttributes.Path == "/metrics"
+			_ = json.NewEncoder(w).Encode(review)
+		default:
+			http.NotFound(w, req)
+		}
+	}))
+	defer srv.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL,
+		ContentConfig: rest.ContentConfig{ContentType: "application/json", AcceptContentTypes: "application/json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReviews(client)
+	for _, c := range []struct {
+		token, path string
+		want        int
+	}{
+		{"reader", "/metrics", http.StatusOK},
+		{"reader", "/debug/pprof/", http.StatusForbidden},
+		{"nobody", "/metrics", http.StatusUnauthorized},
+	} {
+		if got := status(t, r, c.token, c.path); got != c.want {
+			t.Errorf("%s with %q: %d, want %d", c.path, c.token, got, c.want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := accessSpec(authnv1.UserInfo{Username: "reader", UID: "7", Groups: []string{"g"}, Extra: map[string]authnv1.ExtraValue{"scopes": {"metrics"}}}, "get", "/metrics")
+	if len(asked) != 2 || !equality.Semantic.DeepEqual(asked[0], want) {
+		t.Errorf("SubjectAccessReviews asked: %+v, want first %+v", asked, want)
+	}
+}
+
+// A TokenReview that fails is logged (at V(2): a client's doing, not the
+// component's) and answered 401.
+func TestReviewsLogFailedTokenReview(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "tokenreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("API server down")
+	})
+	var mu sync.Mutex
+	var logged strings.Builder
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged.WriteString(prefix + " " + args + "\n")
+	}, funcr.Options{Verbosity: 2})
+	w := &recorder{header: http.Header{}, status: http.StatusOK}
+	req, _ := http.NewRequestWithContext(klog.NewContext(t.Context(), logger), http.MethodGet, "https://x/metrics", nil)
+	req.Header.Set("Authorization", "Bearer reader")
+	NewReviews(client).Guard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, req)
+	mu.Lock()
+	defer mu.Unlock()
+	if w.status != http.StatusUnauthorized || !strings.Contains(logged.String(), "API server down") {
+		t.Errorf("status %d, logged %q; want 401 and the error logged", w.status, logged.String())
 	}
 }
