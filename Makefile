@@ -163,7 +163,7 @@ sanity: tools ## csi-sanity against the example local driver and the csi-test mo
 MUTATE_WORKERS ?= 2
 MUTATE_PKG ?=
 .PHONY: mutate
-mutate: ## mutation testing of the decision code (pkg/nodeloss, the binder's and provisioner's decide files) with gremlins; each mutant judged by the package's tests and a short simulator run; per package killed / lived / not covered and the survivors (MUTATE_PKG=pkg/binder narrows it, MUTATE_WORKERS=2)
+mutate: ## mutation testing of the decision code (pkg/nodeloss, the binder's and provisioner's decide files, the metrics' review code) with gremlins; each mutant judged by the package's tests and a short simulator run (none for pkg/server); per package killed / lived / not covered and the survivors (MUTATE_PKG=pkg/binder narrows it, MUTATE_WORKERS=2)
 	@MUTATE_WORKERS=$(MUTATE_WORKERS) MUTATE_PKG=$(MUTATE_PKG) hack/mutate.sh "$(TOOLS_BIN)"
 
 lint: ## gofmt, go vet, staticcheck, go.mod tidy, no `// indirect` mark on a module we import, claims and PVs written only where hack/writers/allow.txt says
