@@ -199,8 +199,9 @@ func TestRefusedSaveNeverLandsAfterCleanUp(t *testing.T) {
 	if err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(t.Context(), "no-pvs", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	longEventually(t, "the library's next save of the PV, refused in the process", func(context.Context) (bool, error) {
-		return strings.Contains(cluster.Tail(prov.LogPath, 5000), "Not saving the PV: its volume was cleaned up"), nil
+	longEventually(t, "the library's next save of the PV, refused in the process or landed", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
+		return err == nil || strings.Contains(cluster.Tail(prov.LogPath, 5000), "Not saving the PV: its volume was cleaned up"), nil
 	})
 	if _, err := cs.CoreV1().PersistentVolumes().Get(t.Context(), volume, metav1.GetOptions{}); err == nil {
 		t.Fatalf("PV %s was saved after its volume was deleted", volume)
