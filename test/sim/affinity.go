@@ -94,7 +94,10 @@ func genAffinity(w *World) *v1.VolumeNodeAffinity {
 // no term names two, and the node meets every term (a term that asks for
 // two hosts, or a zone the node is not in, admits none). Only node-1 and node-2 are ever pinned: the
 // autoscaler's nodes carry a zone alone.
-func pinOf(pv *v1.PersistentVolume) string {
+func pinOf(pv *v1.PersistentVolume) string { return pinOfWith(pv, nodeNamed) }
+
+// pinOfWith is pinOf where names says which fixed node (key, value) names.
+func pinOfWith(pv *v1.PersistentVolume, names func(key, value string) string) string {
 	if pv == nil || pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
 		return ""
 	}
@@ -103,7 +106,7 @@ func pinOf(pv *v1.PersistentVolume) string {
 		named := map[string]bool{}
 		for _, req := range term.MatchExpressions {
 			if req.Operator == v1.NodeSelectorOpIn && len(req.Values) == 1 {
-				if n := nodeNamed(req.Key, req.Values[0]); n != "" {
+				if n := names(req.Key, req.Values[0]); n != "" {
 					named[n] = true
 				}
 			}

@@ -185,6 +185,9 @@ func (a *API) Create(obj runtime.Object) (runtime.Object, error) {
 	m.SetCreationTimestamp(metav1.NewTime(a.w.now))
 	m.SetDeletionTimestamp(nil)
 	m.SetGeneration(1)
+	if pv, ok := obj.(*v1.PersistentVolume); ok {
+		admitPV(pv)
+	}
 	// The snapshot kinds' status is a subresource: a create's is dropped.
 	switch o := obj.(type) {
 	case *snapv1.VolumeSnapshot:

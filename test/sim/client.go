@@ -62,6 +62,11 @@ func (w *World) react(who string, rel release, action k8stesting.Action) (runtim
 		return nil, nil
 	}
 	write := verb == "create" || verb == "update" || verb == "delete" || verb == "patch"
+	if verb == "create" && res == rVolumes {
+		if err := w.refusePV(who, action); err != nil {
+			return nil, err
+		}
+	}
 	fault := faultNone
 	if write {
 		fault = w.apiFault(who, verb, res)
@@ -100,6 +105,9 @@ func (w *World) react(who string, rel release, action k8stesting.Action) (runtim
 	}
 	if write && err == nil {
 		w.tracef("  api %s %s %s (%s)", verb, res, nameOf(action), who)
+	}
+	if pv, ok := obj.(*v1.PersistentVolume); ok && verb == "create" && err == nil {
+		w.checkSavedPV(who, pv)
 	}
 	if fault == faultAfter && err == nil {
 		w.tracef("  api fault after %s %s %s (%s)", verb, res, nameOf(action), who)

@@ -39,6 +39,9 @@ type backendVolume struct {
 	Gone bool
 	// Upstream: external-provisioner made it (upstream.go).
 	Upstream bool
+	// Admin: the admin made it with the storage's own tools, for a static
+	// PV (admin_volumes.go).
+	Admin bool
 }
 
 // pendingCreate is a CreateVolume that timed out for its caller and goes

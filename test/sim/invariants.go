@@ -124,10 +124,11 @@ func (w *World) checkStep() {
 			}
 		}
 	}
+	w.checkAdminVolumes(pvsByHandle)
 	for _, id := range sortedKeys(w.back.vols) {
 		v := w.back.vols[id]
-		if v.Deleted || v.Other {
-			continue
+		if v.Deleted || v.Other || v.Admin {
+			continue // the admin's: checkAdminVolumes
 		}
 		n := pvsByHandle[v.ID]
 		if n > 1 {
@@ -195,8 +196,8 @@ func (w *World) checkEnd() {
 	w.checkSnapshotsEnd()
 	for _, id := range sortedKeys(w.back.vols) {
 		v := w.back.vols[id]
-		if v.Deleted || v.Other || w.api.retained[v.ID] || w.api.retained[v.Name] || w.abandoned(v) {
-			continue
+		if v.Deleted || v.Other || v.Admin || w.api.retained[v.ID] || w.api.retained[v.Name] || w.abandoned(v) {
+			continue // the admin's: checkAdminVolumes, at every step
 		}
 		if w.releasedVolume(v) {
 			// Left on its node's disk by a release for node loss: every

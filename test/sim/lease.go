@@ -154,5 +154,5 @@ func (w *World) procs() []*provProc {
 
 // procQueues are a provisioner process's work queues.
 func (p *provProc) procQueues() []*queue {
-	return []*queue{p.lib.claimQ, p.lib.volumeQ, p.lib.saveQ, p.ifQ, p.cloneQ, p.snapQ}
+	return []*queue{p.lib.claimQ, p.lib.volumeQ, p.lib.saveQ, p.ifQ, p.cloneQ, p.snapQ, p.staticQ}
 }

@@ -117,7 +117,9 @@ func (w *World) checkRelease(pv *v1.PersistentVolume) {
 	if !w.loss.policyEver[pv.Spec.StorageClassName] {
 		w.violate("binder: released the claim of PV %s of class %s, which never opted in", pv.Name, pv.Spec.StorageClassName)
 	}
-	if pin := pinOf(pv); pin != node {
+	if w.twinPinned(pv) {
+		w.checkTwinRelease(pv, node, "released a claim")
+	} else if pin := pinOf(pv); pin != node {
 		w.violate("binder: released the claim of PV %s for node %s; its affinity pins %q (%s)", pv.Name, node, pin, affinityShape(pv.Spec.NodeAffinity))
 	}
 	c := w.claimOfRef(pv)
@@ -171,6 +173,8 @@ func (w *World) checkClaimDelete(ns, name string, pre *metav1.Preconditions) {
 		w.violate("binder: deleted claim %s while node %s is not lost", key, pv.Annotations[nodeloss.AnnLostNode])
 	case !w.policyOn(storagehelpers.GetPersistentVolumeClaimClass(c)):
 		w.violate("binder: deleted claim %s of a class without the policy on the API", key)
+	case w.twinPinned(pv):
+		w.checkTwinRelease(pv, pv.Annotations[nodeloss.AnnLostNode], "deleted claim "+key)
 	case pinOf(pv) != pv.Annotations[nodeloss.AnnLostNode]:
 		w.violate("binder: deleted claim %s of PV %s for node %s; its affinity pins %q (%s)", key, pv.Name,
 			pv.Annotations[nodeloss.AnnLostNode], pinOf(pv), affinityShape(pv.Spec.NodeAffinity))
@@ -297,7 +301,7 @@ func (w *World) checkAllReleased() {
 			if w.forgotten(n) && !hasMarks(pv) {
 				continue // deleted longer than twice the grace ago, as the binder saw it: it knows the node no more (design.md)
 			}
-			if pinOf(pv) == n && c.Spec.VolumeName == pv.Name && c.DeletionTimestamp == nil && w.lostOnAPI(n) {
+			if pinOf(pv) == n && !w.twinPinned(pv) && c.Spec.VolumeName == pv.Name && c.DeletionTimestamp == nil && w.lostOnAPI(n) {
 				w.violate("claim %s/%s of PV %s on lost node %s is not released once the system settled (marks %v)",
 					c.Namespace, c.Name, pv.Name, n, pv.Annotations)
 			}

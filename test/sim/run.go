@@ -14,7 +14,8 @@ import (
 // Disabled names the actors left out of a run (make sim SIM_WITHOUT=forge,
 // strip): create, delete, clone, forge, strip, delete-namespace,
 // create-namespace, edit-vac, retain, delete-released, node,
-// recreate-class, class-with-claims, static-pv, other-cluster, crash-provisioner,
+// recreate-class, class-with-claims, static-pv, static-delete-pv,
+// delete-bound-pv, hostname-twin, refuse-pv, other-cluster, crash-provisioner,
 // crash-binder, standby-binder, failover-binder, upgrade-binder,
 // upgrade-provisioner, sweep, attach, detach, lease and switch and hand-back
 // (centralised mode), csinode and affinity-pv (node mode), node-loss, node-return,
@@ -70,6 +71,7 @@ func RunSchedule(seed int64) Result {
 	w.repair()
 	w.settle(0)
 	w.churnAtRest()
+	w.deleteBoundAtRest()
 	w.checkDetachedGone()
 	w.checkHandBack()
 	if w.restoresAtRest() {
@@ -215,6 +217,9 @@ func (w *World) options(settling bool) []option {
 	if len(w.detachable()) > 0 {
 		add(1, w.controllerDetach)
 	}
+	if len(w.pvProtectable()) > 0 {
+		add(2, w.pvProtectionController)
+	}
 	if settling {
 		return opts
 	}
@@ -255,6 +260,12 @@ func (w *World) options(settling bool) []option {
 	actor("recreate-class", 1, w.adminRecreateClass)
 	actor("class-with-claims", 1, w.classWithClaims)
 	actor("static-pv", 1, w.adminStaticPV)
+	actor("static-delete-pv", 1, w.adminStaticDeletePV)
+	actor("delete-bound-pv", 1, w.adminDeleteBoundPV)
+	actor("hostname-twin", 1, w.hostnameTwin)
+	if !w.refusingPVs() {
+		actor("refuse-pv", 1, w.startRefusingPVs)
+	}
 	if w.cfg.Node {
 		actor("affinity-pv", 1, w.adminAffinityPV)
 	}
@@ -359,6 +370,12 @@ func (w *World) work(q *queue, key string) string {
 			err = p.clones.Reconcile(ctx, key)
 		case p.snapQ:
 			err = p.snapshots.Reconcile(ctx, key)
+		case p.staticQ:
+			if p.static != nil {
+				w.deleting = key // its Delete is the PV's own
+				err = p.static.Reconcile(ctx, key)
+				w.deleting = ""
+			}
 		case p.ifQ:
 			if obj, ok, _ := p.caches.inf[rClaims].indexer.GetByKey(key); ok {
 				w.cleanup = obj.(*v1.PersistentVolumeClaim)

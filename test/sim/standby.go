@@ -48,6 +48,7 @@ func (w *World) counts() map[string]int {
 	c["deleted claims held by such a format until repair"] = w.unreadHeld
 	c["settling steps a Terminating namespace waited for finalizers"] = w.nsWaits
 	w.snapshotCounts(c)
+	w.adminCounts(c)
 	for k, n := range w.scoped {
 		c[k] = n
 	}

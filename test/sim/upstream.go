@@ -81,6 +81,7 @@ func (w *World) newUpstream(int) *provProc {
 	p.ifQ = newQueue(w, "ep-unused")
 	p.cloneQ = newQueue(w, "ep-unused")
 	p.snapQ = newQueue(w, "ep-unused")
+	p.staticQ = newQueue(w, "ep-unused")
 	p.caches = newCaches(w, rClaims, rVolumes, rClasses, rNodes, rCSINodes, rVAs, rVACs)
 	p.nodeLister = corelisters.NewNodeLister(p.caches.inf[rNodes].indexer)
 	p.lib = newLibrary(p, epProvisioner{p}, p.client)

@@ -24,6 +24,7 @@ import (
 	"github.com/tether-csi/tether/pkg/provisioner/protect"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
 	"github.com/tether-csi/tether/pkg/provisioner/scope"
+	"github.com/tether-csi/tether/pkg/provisioner/static"
 	"github.com/tether-csi/tether/pkg/provisioner/sweep"
 	"github.com/tether-csi/tether/pkg/server"
 )
@@ -116,6 +117,7 @@ type World struct {
 	loss     lossState       // node loss (nodeloss.go)
 	offered  map[string]bool // the actor moves offered (writers.go)
 	snap     snapState       // VolumeSnapshots (snapshots.go)
+	adm      adminState      // the admin's volumes, twin and refusals (admin_volumes.go)
 	only     map[string]bool // when set, the only actors offered (snapshot_spec.go)
 	// creates are the CreateVolume answers by volume name, recordedBy the
 	// process that wrote each claim's record on a claim that held none,
@@ -134,7 +136,8 @@ func newWorld(seed int64) *World {
 		now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		claimNS: map[string]string{}, forged: map[string]bool{}, stripped: map[string]bool{}, seen: map[string]bool{},
 		cloned: map[string]bool{}, attached: map[string]bool{}, loss: newLossState(), offered: map[string]bool{}, snap: newSnapState(),
-		creates: map[string][]createCall{}, recordedBy: map[string]*provProc{}}
+		creates: map[string][]createCall{}, recordedBy: map[string]*provProc{},
+		adm: adminState{used: map[string]bool{}}}
 	w.ctx = klog.NewContext(context.Background(), logr.Discard())
 	w.cfg = Config{StrictParams: w.rng.Intn(2) == 0, Owner: w.rng.Intn(3) > 0, Steps: 30 + w.rng.Intn(50)}
 	// The mode is drawn from a hash of the seed, not from the random
@@ -254,6 +257,10 @@ type provProc struct {
 	snapQ      *queue
 	sweeper    *sweep.Sweeper
 	lib        *library
+	// static is the reclaimer of static PVs (package static), staticQ its
+	// queue (unused by external-provisioner's process).
+	static     *static.Reclaimer
+	staticQ    *queue
 	nodeLister corelisters.NodeLister
 	// work is what cmd/provisioner runs under the lease (see lease.go).
 	work *server.Work
@@ -387,6 +394,11 @@ func (w *World) newTether(i int) *provProc {
 		panic(err)
 	}
 	p.lib = newLibrary(p, p.prov, p.prov.LibraryClient(p.client))
+	p.staticQ = newQueue(w, "static-volumes"+p.suffix())
+	p.static, err = static.New(static.Options{Client: p.client, Driver: driverName, Deleter: p.prov, Volumes: ix(rVolumes), Queue: p.staticQ})
+	if err != nil {
+		panic(err)
+	}
 	// A PV whose deletion waited for a detach goes back to the library
 	// once detached.
 	if err := p.prov.WatchDetach(provisioner.DetachOptions{VolumeAttachments: ix(rVAs), Requeue: p.lib.volumes.Requeue,
