@@ -39,8 +39,11 @@ type adminState struct {
 	// refused counts the PV creates refused; boundDeleted the PVs the
 	// admin deleted while Bound.
 	refused, boundDeleted int
-	// used: the admin's volumes whose PV was ever Bound or Released.
+	// used: the admin's volumes whose PV was ever Bound or Released;
+	// ns, the namespace of the claims it was bound to (a clone source of
+	// theirs).
 	used map[string]bool
+	ns   map[string]string
 	// twinEver: the admin made the hostname twin at some time (twin.go).
 	twinEver bool
 }
@@ -163,6 +166,9 @@ func (w *World) checkAdminVolumes(pvsByHandle map[string]int) {
 	for _, pv := range w.api.volumes() {
 		if pv.Spec.CSI != nil && (pv.Status.Phase == v1.VolumeBound || pv.Status.Phase == v1.VolumeReleased) {
 			w.adm.used[pv.Spec.CSI.VolumeHandle] = true
+			if pv.Status.Phase == v1.VolumeBound && pv.Spec.ClaimRef != nil {
+				w.adm.ns[pv.Spec.CSI.VolumeHandle] = pv.Spec.ClaimRef.Namespace
+			}
 		}
 	}
 	for _, id := range sortedKeys(w.back.vols) {
@@ -173,6 +179,15 @@ func (w *World) checkAdminVolumes(pvsByHandle map[string]int) {
 		w.violate("volume %s (%s), the admin's, is left on the backend: its static Delete PV was bound and is gone without a DeleteVolume",
 			v.ID, v.Name)
 	}
+}
+
+// namespaceOf is the namespace whose claims a volume is of: its claim's,
+// or, for the admin's, that of the claim its PV was last bound to.
+func (w *World) namespaceOf(v *backendVolume) string {
+	if v.Admin {
+		return w.adm.ns[v.ID]
+	}
+	return w.claimNS[uidOfName(v.Name)]
 }
 
 // checkSavedPV: no PV of the driver is saved naming a volume deleted

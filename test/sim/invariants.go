@@ -32,7 +32,7 @@ func (w *World) checkCreate(d *driver, req *csi.CreateVolumeRequest) {
 	}
 	if src := req.GetVolumeContentSource().GetVolume().GetVolumeId(); src != "" {
 		v := w.back.vols[src]
-		if v == nil || v.Other || w.claimNS[uidOfName(v.Name)] != c.Namespace {
+		if v == nil || v.Other || w.namespaceOf(v) != c.Namespace {
 			w.violate("the clean-up of claim %s/%s clones volume %s, not of its namespace", c.Namespace, c.Name, src)
 		}
 	}
