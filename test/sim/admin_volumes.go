@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // The admin's own volumes and PVs (issue 49): a backend volume the admin
@@ -44,6 +45,10 @@ type adminState struct {
 	// theirs).
 	used map[string]bool
 	ns   map[string]string
+	// seen: the admin's volumes whose PV its provisioner's informer was
+	// handed Bound and not being deleted (notePVSeen); unseenLeft, those
+	// left on the backend whose PV was deleted before that.
+	seen, unseenLeft map[string]bool
 	// twinEver: the admin made the hostname twin at some time (twin.go).
 	twinEver bool
 }
@@ -160,8 +165,11 @@ func (w *World) adminDeleteBoundPV() string {
 // made for it while that PV exists. A Delete PV that goes away takes its
 // volume with it, static or provisioned: once a PV that was ever bound
 // (Bound or Released) is gone, its volume was deleted (the Delete
-// policy's reclaim) or kept (a Retain PV named it). A PV deleted before
-// any claim used it leaves its volume to the admin.
+// policy's reclaim) or kept (a Retain PV named it), or the PV's claim was
+// released for node loss (the volume stays on the lost node's disk). A PV
+// deleted before any claim used it leaves its volume to the admin, and
+// so, for now, does one deleted while Bound before its provisioner's
+// informer was handed it Bound (counted: FINDINGS.md, issue 49).
 func (w *World) checkAdminVolumes(pvsByHandle map[string]int) {
 	for _, pv := range w.api.volumes() {
 		if pv.Spec.CSI != nil && (pv.Status.Phase == v1.VolumeBound || pv.Status.Phase == v1.VolumeReleased) {
@@ -173,11 +181,34 @@ func (w *World) checkAdminVolumes(pvsByHandle map[string]int) {
 	}
 	for _, id := range sortedKeys(w.back.vols) {
 		v := w.back.vols[id]
-		if !v.Admin || v.Deleted || pvsByHandle[v.ID] > 0 || w.api.retained[v.ID] || !w.adm.used[v.ID] {
+		if !v.Admin || v.Deleted || pvsByHandle[v.ID] > 0 || w.api.retained[v.ID] || !w.adm.used[v.ID] || w.releasedVolume(v) {
+			continue
+		}
+		if !w.adm.seen[v.ID] {
+			w.adm.unseenLeft[v.ID] = true // its reclaimer never had the chance
 			continue
 		}
 		w.violate("volume %s (%s), the admin's, is left on the backend: its static Delete PV was bound and is gone without a DeleteVolume",
 			v.ID, v.Name)
+	}
+}
+
+// notePVSeen: a provisioner process's informer is handed a PV (kept whole
+// or not). The admin's static PV it sees Bound and not being deleted is
+// one whose reclaimer could give it the deletion finalizer.
+func (w *World) notePVSeen(c *caches, obj runtime.Object) {
+	pv, ok := obj.(*v1.PersistentVolume)
+	if !ok || pv.Spec.CSI == nil || pv.Status.Phase != v1.VolumeBound || pv.DeletionTimestamp != nil {
+		return
+	}
+	v := w.back.vols[pv.Spec.CSI.VolumeHandle]
+	if v == nil || !v.Admin {
+		return
+	}
+	for _, p := range w.provs {
+		if p != nil && p.caches == c && !p.upstream && p.node == v.Node {
+			w.adm.seen[v.ID] = true
+		}
 	}
 }
 
@@ -215,6 +246,7 @@ func (w *World) adminCounts(c map[string]int) {
 	c["admin's volumes of static Delete PVs"] = w.adm.disks
 	c["admin's volumes deleted"] = deleted
 	c["PVs deleted while Bound"] = w.adm.boundDeleted
+	c["admin's volumes left, their PV deleted Bound before a provisioner saw it"] = len(w.adm.unseenLeft)
 	c["PV refusals"] = w.adm.refusals
 	c["PV creates refused"] = w.adm.refused
 }

@@ -153,6 +153,9 @@ func (c *caches) fill() {
 				objs = append(objs, c.release.view(cur.DeepCopyObject()))
 			}
 		}
+		for _, obj := range objs {
+			c.w.notePVSeen(c, obj)
+		}
 		kept := c.relist(r, objs)
 		for i, obj := range objs {
 			if kept[i] {
@@ -183,6 +186,7 @@ func (c *caches) deliver(resource, key string) {
 	var obj runtime.Object
 	if cur != nil {
 		obj = c.release.view(cur.DeepCopyObject())
+		c.w.notePVSeen(c, obj)
 	}
 	switch c.observe(resource, key, obj) {
 	case scope.Skip:
