@@ -49,8 +49,12 @@ type adminState struct {
 	// handed Bound and not being deleted (notePVSeen); unseenLeft, those
 	// left on the backend whose PV was deleted before that.
 	seen, unseenLeft map[string]bool
-	// twinEver: the admin made the hostname twin at some time (twin.go).
-	twinEver bool
+	// twinEver: the admin made the hostname twin at some time (twin.go);
+	// twinLosses counts the steps at which node-1 was lost on the API
+	// while the binder knew both and a PV pinned by the shared value was
+	// bound to a claim that still uses it.
+	twinEver   bool
+	twinLosses int
 }
 
 // admitPV is the admission of a PV's create: pv-protection's finalizer.
@@ -248,6 +252,7 @@ func (w *World) adminCounts(c map[string]int) {
 	c["PVs deleted while Bound"] = w.adm.boundDeleted
 	c["admin's volumes left, their PV deleted Bound before a provisioner saw it"] = len(w.adm.unseenLeft)
 	c["PV refusals"] = w.adm.refusals
+	c["steps node-1 was lost with its hostname twin and a claim of a PV pinned by the shared value"] = w.adm.twinLosses
 	c["PV creates refused"] = w.adm.refused
 }
 

@@ -125,6 +125,7 @@ func (w *World) checkStep() {
 		}
 	}
 	w.checkAdminVolumes(pvsByHandle)
+	w.noteTwinLoss()
 	for _, id := range sortedKeys(w.back.vols) {
 		v := w.back.vols[id]
 		if v.Deleted || v.Other || v.Admin {

@@ -121,3 +121,18 @@ func (w *World) checkTwinRelease(pv *v1.PersistentVolume, node, what string) {
 			describeAffinity(pv.Spec.NodeAffinity), twinNode, twinHost)
 	}
 }
+
+// noteTwinLoss counts a step at which node-1 is lost on the API while the
+// binder knows it and the twin, and a claim bound to a PV pinned by the
+// shared value only still uses it: the case a release must leave alone.
+func (w *World) noteTwinLoss() {
+	if !w.adm.twinEver || !w.lostOnAPI(twinHost) || !w.known(twinHost) || !w.known(twinNode) {
+		return
+	}
+	for _, pv := range w.api.volumes() {
+		if c := w.claimOfRef(pv); c != nil && c.Spec.VolumeName == pv.Name && c.DeletionTimestamp == nil && w.twinPinned(pv) {
+			w.adm.twinLosses++
+			return
+		}
+	}
+}
