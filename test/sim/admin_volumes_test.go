@@ -44,3 +44,23 @@ func TestSimHostnameTwinLossKeepsTheClaim(t *testing.T) {
 		t.Errorf("seed %d no longer loses node-1 beside its hostname twin (counts %v): the random stream moved; find another seed", seed, s.Counts)
 	}
 }
+
+// Seed 171 (issue 49, defect 3; the first of 8 in 2000 schedules on
+// 8fcaf72, and of 7 on 77f02d9): in node mode every PV create was refused
+// for 2m43s (refuse-pv, etcd); node-2's CreateVolume made the claim's
+// volume and the library's save failed, so the library kept the PV in
+// memory and retried it. The claim was bound to a static PV meanwhile, so
+// its in-flight record's clean-up waited records.SaveGrace (90 s) for the
+// save, then deleted the volume; the library, which retries for ever
+// (CreateProvisionedPVLimiter), saved the PV at t=250 s, naming the deleted
+// volume. The schedule must pass, with PV creates refused.
+func TestSimSaveRetriedPastSaveGraceNamesNoDeletedVolume(t *testing.T) {
+	const seed = 171
+	s := Run(seed, 1)
+	if s.Violations != 0 {
+		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
+	}
+	if s.Counts["PV creates refused"] == 0 {
+		t.Errorf("seed %d no longer refuses PV creates (counts %v): the random stream moved; find another seed", seed, s.Counts)
+	}
+}
