@@ -29,6 +29,9 @@
 //   - affinity.go, attach.go, burst.go, nodes.go: the admin's PVs of
 //     generated affinities, VolumeAttachments, node churn by the thousand,
 //     node-deployment mode.
+//   - admin_volumes.go, twin.go, refuse_pv.go: the admin's static Delete
+//     PVs, PVs deleted at any phase and pv-protection; a node whose
+//     hostname label is another's name; PV creates refused (issue 49).
 //   - nodeloss.go, nodeloss_moves.go: node loss, its moves.
 //   - snapshots.go, snapshot_moves.go, snapshot_spec.go: VolumeSnapshots,
 //     their moves, restores at rest.
