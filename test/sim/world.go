@@ -389,7 +389,7 @@ func (w *World) newTether(i int) *provProc {
 		Policy: policy, MinAge: time.Minute, Interval: 30 * time.Second, Recorder: recorder{w}, Clock: w.clock,
 		Claims:  corelisters.NewPersistentVolumeClaimLister(ix(rClaims).indexer),
 		Volumes: corelisters.NewPersistentVolumeLister(ix(rVolumes).indexer), VolumeEvents: ix(rVolumes),
-		ClaimNames: names(claimNames), VolumeNames: names(volumeNames)})
+		ClaimNames: names(claimNames), VolumeNames: names(volumeNames), SavePending: p.prov.SavePending})
 	if err != nil {
 		panic(err)
 	}
