@@ -40,14 +40,19 @@ type adminState struct {
 	// refused counts the PV creates refused; boundDeleted the PVs the
 	// admin deleted while Bound.
 	refused, boundDeleted int
+	// saved: the names of the PVs a component saved; resavedDeleted
+	// counts the saves of such a name again that named a deleted volume
+	// (checkSavedPV).
+	saved          map[string]bool
+	resavedDeleted int
 	// used: the admin's volumes whose PV was ever Bound or Released;
 	// ns, the namespace of the claims it was bound to (a clone source of
 	// theirs).
 	used map[string]bool
 	ns   map[string]string
-	// seen: the admin's volumes whose PV its provisioner's informer was
-	// handed Bound and not being deleted (notePVSeen); unseenLeft, those
-	// left on the backend whose PV was deleted before that.
+	// seen: the admin's volumes whose PV its provisioner's reclaimer
+	// could act on Bound and not being deleted (notePVSeen); unseenLeft,
+	// those left on the backend whose PV was deleted before that.
 	seen, unseenLeft map[string]bool
 	// twinEver: the admin made the hostname twin at some time (twin.go);
 	// twinLosses counts the steps at which node-1 was lost on the API
@@ -133,26 +138,22 @@ func (w *World) adminStaticDeletePV() string {
 
 // adminDeleteBoundPV is `kubectl delete pv` of a PV at any phase, Bound
 // included: pv-protection holds a Bound PV until its claim goes. Left out:
-// a PV bound to a claim (claimRef with a UID) that is not bound to it yet.
-// The binder binds no PV being deleted, so that claim waits; once it is
-// deleted, only the binder's resync (not modelled) would release the PV.
+// a PV not Released whose claimRef's claim (with its UID) is gone or not
+// bound to it (FINDINGS.md, issue 49): once that claim is deleted, only
+// the binder's resync (not modelled) would look at the PV again.
 func (w *World) adminDeleteBoundPV() string {
-	var pvs []*v1.PersistentVolume
+	var pvs, bound []*v1.PersistentVolume
 	for _, pv := range w.api.volumes() {
-		halfBound := pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID != "" &&
-			pv.Status.Phase != v1.VolumeBound && pv.Status.Phase != v1.VolumeReleased
-		if pv.DeletionTimestamp == nil && !halfBound {
-			pvs = append(pvs, pv)
+		if pv.DeletionTimestamp != nil || w.halfBound(pv) {
+			continue
+		}
+		pvs = append(pvs, pv)
+		if pv.Status.Phase == v1.VolumeBound {
+			bound = append(bound, pv)
 		}
 	}
 	if len(pvs) == 0 {
 		return "admin: no PV to delete"
-	}
-	var bound []*v1.PersistentVolume
-	for _, pv := range pvs {
-		if pv.Status.Phase == v1.VolumeBound {
-			bound = append(bound, pv)
-		}
 	}
 	if len(bound) > 0 && w.rng.Intn(2) == 0 {
 		pvs = bound // mostly a Bound one, the case pv-protection holds
@@ -165,6 +166,16 @@ func (w *World) adminDeleteBoundPV() string {
 	return fmt.Sprintf("admin: delete PV %s (%s, %s, finalizers %v)", pv.Name, pv.Status.Phase, pv.Spec.PersistentVolumeReclaimPolicy, pv.Finalizers)
 }
 
+// halfBound reports whether a PV not Released has a claimRef with a UID
+// whose claim is gone or not bound to the PV.
+func (w *World) halfBound(pv *v1.PersistentVolume) bool {
+	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID == "" || pv.Status.Phase == v1.VolumeReleased {
+		return false
+	}
+	c := w.claimOfRef(pv)
+	return c == nil || c.Spec.VolumeName != pv.Name
+}
+
 // checkAdminVolumes: an admin's volume is tracked by the PV the admin
 // made for it while that PV exists. A Delete PV that goes away takes its
 // volume with it, static or provisioned: once a PV that was ever bound
@@ -173,7 +184,7 @@ func (w *World) adminDeleteBoundPV() string {
 // released for node loss (the volume stays on the lost node's disk). A PV
 // deleted before any claim used it leaves its volume to the admin, and
 // so, for now, does one deleted while Bound before its provisioner's
-// informer was handed it Bound (counted: FINDINGS.md, issue 49).
+// reclaimer could act on it Bound (counted: FINDINGS.md, issue 49).
 func (w *World) checkAdminVolumes(pvsByHandle map[string]int) {
 	for _, pv := range w.api.volumes() {
 		if pv.Spec.CSI != nil && (pv.Status.Phase == v1.VolumeBound || pv.Status.Phase == v1.VolumeReleased) {
@@ -197,9 +208,11 @@ func (w *World) checkAdminVolumes(pvsByHandle map[string]int) {
 	}
 }
 
-// notePVSeen: a provisioner process's informer is handed a PV (kept whole
-// or not). The admin's static PV it sees Bound and not being deleted is
-// one whose reclaimer could give it the deletion finalizer.
+// notePVSeen: a provisioner process's reclaimer works a PV (its cache's
+// copy), or its informer is handed one it drops (its scope does not keep
+// it whole: the reclaimer never sees it). The admin's static PV, Bound
+// and not being deleted, is then one whose reclaimer could have given it
+// the deletion finalizer (or would have, had the cache kept it).
 func (w *World) notePVSeen(c *caches, obj runtime.Object) {
 	pv, ok := obj.(*v1.PersistentVolume)
 	if !ok || pv.Spec.CSI == nil || pv.Status.Phase != v1.VolumeBound || pv.DeletionTimestamp != nil {
@@ -228,12 +241,21 @@ func (w *World) namespaceOf(v *backendVolume) string {
 // checkSavedPV: no PV of the driver is saved naming a volume deleted
 // before (the library saved it after the volume's clean-up): a PV must
 // never name a volume that no longer exists. A volume that went with its
-// node is not a deletion.
+// node is not a deletion. A PV saved again under a name saved before (the
+// library retrying a create that was applied but answered an error, after
+// the PV's whole life) is counted, and checked only with
+// -with=resaved-pv (faults.go, FINDINGS.md).
 func (w *World) checkSavedPV(who string, pv *v1.PersistentVolume) {
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != driverName {
 		return
 	}
+	resaved := w.adm.saved[pv.Name]
+	w.adm.saved[pv.Name] = true
 	if v := w.back.vols[pv.Spec.CSI.VolumeHandle]; v != nil && v.Deleted && !v.Gone {
+		if resaved && !With["resaved-pv"] {
+			w.adm.resavedDeleted++
+			return
+		}
 		w.violate("%s saved PV %s naming volume %s (%s), which was deleted before: a PV names a volume that no longer exists",
 			who, pv.Name, v.ID, v.Name)
 	}
@@ -250,10 +272,11 @@ func (w *World) adminCounts(c map[string]int) {
 	c["admin's volumes of static Delete PVs"] = w.adm.disks
 	c["admin's volumes deleted"] = deleted
 	c["PVs deleted while Bound"] = w.adm.boundDeleted
-	c["admin's volumes left, their PV deleted Bound before a provisioner saw it"] = len(w.adm.unseenLeft)
+	c["admin's volumes left, their PV deleted Bound before its reclaimer could act"] = len(w.adm.unseenLeft)
 	c["PV refusals"] = w.adm.refusals
 	c["steps node-1 was lost with its hostname twin and a claim of a PV pinned by the shared value"] = w.adm.twinLosses
 	c["PV creates refused"] = w.adm.refused
+	c["PVs saved again after their life, naming their deleted volume"] = w.adm.resavedDeleted
 }
 
 // deleteBoundAtRest: in one schedule in three (from a hash of the seed),
@@ -268,7 +291,7 @@ func (w *World) deleteBoundAtRest() {
 	}
 	var static, bound []*v1.PersistentVolume
 	for _, pv := range w.api.volumes() {
-		if pv.Status.Phase != v1.VolumeBound || pv.DeletionTimestamp != nil {
+		if pv.Status.Phase != v1.VolumeBound || pv.DeletionTimestamp != nil || w.halfBound(pv) {
 			continue
 		}
 		bound = append(bound, pv)

@@ -7,6 +7,10 @@ package sim
 //     of a volume still being made answers ResourceExhausted (the volume
 //     being made fills the node), as a provisioning retry's does; by
 //     default the clean-up gets Aborted.
+//   - resaved-pv: checkSavedPV also holds a PV saved again under a name
+//     saved before (the library's retry of a create applied but answered
+//     an error, landing after the PV was released, its volume deleted and
+//     the PV gone) to naming no deleted volume; by default it is counted.
 var With = map[string]bool{}
 
 // apiFaultKind is what a fault does to one API write.

@@ -153,11 +153,11 @@ func (c *caches) fill() {
 				objs = append(objs, c.release.view(cur.DeepCopyObject()))
 			}
 		}
-		for _, obj := range objs {
-			c.w.notePVSeen(c, obj)
-		}
 		kept := c.relist(r, objs)
 		for i, obj := range objs {
+			if !kept[i] {
+				c.w.notePVSeen(c, obj) // dropped: its reclaimer never acts on it
+			}
 			if kept[i] {
 				_ = inf.indexer.Add(obj)
 				inf.notify(notification{obj: obj, initial: true})
@@ -186,14 +186,15 @@ func (c *caches) deliver(resource, key string) {
 	var obj runtime.Object
 	if cur != nil {
 		obj = c.release.view(cur.DeepCopyObject())
-		c.w.notePVSeen(c, obj)
 	}
 	switch c.observe(resource, key, obj) {
 	case scope.Skip:
+		c.w.notePVSeen(c, obj) // dropped: its reclaimer never acts on it
 		c.w.scoped[resource+" deliveries a provisioner skipped (not kept whole)"]++
 		return
 	case scope.Forget:
 		if cur != nil {
+			c.w.notePVSeen(c, obj)
 			c.w.scoped[resource+" a provisioner stopped keeping, alive"]++
 		}
 		cur = nil

@@ -372,6 +372,9 @@ func (w *World) work(q *queue, key string) string {
 			err = p.snapshots.Reconcile(ctx, key)
 		case p.staticQ:
 			if p.static != nil {
+				if obj, ok, _ := p.caches.inf[rVolumes].indexer.GetByKey(key); ok {
+					w.notePVSeen(p.caches, obj.(*v1.PersistentVolume))
+				}
 				w.deleting = key // its Delete is the PV's own
 				err = p.static.Reconcile(ctx, key)
 				w.deleting = ""

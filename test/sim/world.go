@@ -137,7 +137,7 @@ func newWorld(seed int64) *World {
 		claimNS: map[string]string{}, forged: map[string]bool{}, stripped: map[string]bool{}, seen: map[string]bool{},
 		cloned: map[string]bool{}, attached: map[string]bool{}, loss: newLossState(), offered: map[string]bool{}, snap: newSnapState(),
 		creates: map[string][]createCall{}, recordedBy: map[string]*provProc{},
-		adm: adminState{used: map[string]bool{}, ns: map[string]string{}, seen: map[string]bool{}, unseenLeft: map[string]bool{}}}
+		adm: adminState{used: map[string]bool{}, ns: map[string]string{}, seen: map[string]bool{}, unseenLeft: map[string]bool{}, saved: map[string]bool{}}}
 	w.ctx = klog.NewContext(context.Background(), logr.Discard())
 	w.cfg = Config{StrictParams: w.rng.Intn(2) == 0, Owner: w.rng.Intn(3) > 0, Steps: 30 + w.rng.Intn(50)}
 	// The mode is drawn from a hash of the seed, not from the random
