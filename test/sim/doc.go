@@ -25,6 +25,11 @@
 //     the actors), settling and the tear-down.
 //   - writers.go: who may write what, each row with its move
 //     (TestWritersHaveMoves).
+//   - verbs.go, verbs_table.go: the world checked against the API's own
+//     fields: every verb each party may perform on a kind tether reads,
+//     listed from the API types by reflection, and the world's table of
+//     them, each a move of writers.go, a reason it cannot change a
+//     decision, or a gap (TestWorldCoversTheAPI).
 //   - actors.go, clones.go: the tenant's moves on claims.
 //   - affinity.go, attach.go, burst.go, nodes.go: the admin's PVs of
 //     generated affinities, VolumeAttachments, node churn by the thousand,
