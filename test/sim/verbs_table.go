@@ -177,7 +177,7 @@ var worldTable = slices.Concat([]verbRow{
 	inertAll(pAdmin, kVAC, vacSpec, "update driverName", "update parameters"),
 	inertAll(pTenant, kVS, noDecision, "update metadata.labels"),
 	inertAll(pAdmin, kVSC, noDecision, "update metadata.labels"),
-	inertAll(pAdmin, kNS, noDecision+" (tether reads a namespace's deletion only)",
+	inertAll(pAdmin, kNS, noDecision+" (tether reads a namespace's deletion, and kube-system's UID, which admission never lets go)",
 		"update metadata.labels", "update metadata.annotations", "update metadata.finalizers"),
 	inertAll(pTenant, kSecret, noDecision+" (a secret is read by name, for its content)",
 		"update metadata.labels", "update metadata.annotations", "update metadata.finalizers"),
