@@ -33,12 +33,6 @@ func inertAll(party, kind, why string, verbs ...string) []verbRow {
 	return out
 }
 
-// pendingMoves are moves another change (issue 49's moves, branch
-// h-simmoves) adds to run.go and writers.go: the table may name them
-// before they exist. TestWorldCoversTheAPI fails once writers.go has one
-// of them: then it leaves this list (the lead empties it when merging).
-var pendingMoves = []string{"static-delete-pv", "delete-bound-pv", "hostname-twin", "refuse-pv"}
-
 // The table's kinds and parties, and the reasons many rows share.
 const (
 	kPV, kPVC, kSC, kNode = "PersistentVolume", "PersistentVolumeClaim", "StorageClass", "Node"
