@@ -58,7 +58,7 @@ func newCaches(client kubernetes.Interface, driver, migrated, node string, req r
 	})
 	c.volumeKeeper = sc.VolumeKeeper()
 	c.claims = scope.ClaimInformer(client, c.claimKeeper, in.Transform)
-	c.volumes = scope.VolumeInformer(client, c.volumeKeeper, in.Transform)
+	c.volumes, _ = scope.VolumeInformer(client, c.volumeKeeper, in.Transform)
 	c.claimLister = corelisters.NewPersistentVolumeClaimLister(c.claims.GetIndexer())
 	c.volumeLister = corelisters.NewPersistentVolumeLister(c.volumes.GetIndexer())
 	return c

@@ -10,8 +10,8 @@
 //     a PV the provisioner answers for, Ours, while it is not Settled),
 //     KeepClaim and KeepVolume (whether one kept stays kept), MayBeOn (a
 //     PV's node affinity against a node whose labels may still grow), and
-//     NarrowedLabels (a change of the node's labels that needs a new
-//     listing).
+//     NarrowedLabels and NarrowedKeys (a change of the node's labels
+//     that needs a new listing, and its keys).
 //   - keeper.go: Keeper, one resource's state: the keys and UIDs it keeps,
 //     and its Seen; it takes a listing (Relist) and each watch event
 //     (Added, Modified, Deleted) and says Keep, Forget or Skip.
@@ -22,6 +22,9 @@
 //   - watch.go: ListerWatcher, a resource's list and watch through a
 //     Keeper: listings a page at a time, what is kept passed on, a
 //     deletion for what is no longer kept, a bookmark for what is skipped.
+//   - relist.go: ListerWatcher.Relist (a new listing through the Keeper,
+//     asked for when the node's labels narrow, without a restart), and
+//     RelistBackoff, which spaces those listings.
 //   - informers.go: the claim and PV Keepers of a Scope, and the informers
 //     built on them.
 //

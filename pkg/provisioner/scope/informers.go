@@ -90,8 +90,9 @@ func ClaimInformer(client kubernetes.Interface, k *Keeper, transform cache.Trans
 	return inf
 }
 
-// VolumeInformer is an informer of the PVs k keeps.
-func VolumeInformer(client kubernetes.Interface, k *Keeper, transform cache.TransformFunc) cache.SharedIndexInformer {
+// VolumeInformer is an informer of the PVs k keeps, and its
+// ListerWatcher (whose Relist makes it list again).
+func VolumeInformer(client kubernetes.Interface, k *Keeper, transform cache.TransformFunc) (cache.SharedIndexInformer, *ListerWatcher) {
 	pvs := client.CoreV1().PersistentVolumes()
 	lw := &ListerWatcher{
 		ListPage: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pvs.List(ctx, o) },
@@ -103,5 +104,5 @@ func VolumeInformer(client kubernetes.Interface, k *Keeper, transform cache.Tran
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.PersistentVolume{}, cache.SharedIndexInformerOptions{})
 	_ = inf.SetTransform(transform) // cannot fail before Run
-	return inf
+	return inf, lw
 }

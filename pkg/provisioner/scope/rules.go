@@ -214,12 +214,21 @@ func requirementMet(r v1.NodeSelectorRequirement, v string) bool {
 // after in a way that can make MayBeOn true for a PV it was false for: a
 // label removed, or given another value. Labels added never can.
 func NarrowedLabels(before, after map[string]string) bool {
+	return len(NarrowedKeys(before, after)) > 0
+}
+
+// NarrowedKeys are the keys of the labels that changed from before to
+// after as NarrowedLabels counts: removed, or given another value; sorted,
+// nil when none did.
+func NarrowedKeys(before, after map[string]string) []string {
+	var keys []string
 	for k, v := range before {
 		if w, ok := after[k]; !ok || w != v {
-			return true
+			keys = append(keys, k)
 		}
 	}
-	return false
+	slices.Sort(keys)
+	return keys
 }
 
 // KeepVolume reports whether a PV kept before stays kept: until it is

@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -136,15 +137,21 @@ func TestNarrowedLabels(t *testing.T) {
 	for _, tt := range []struct {
 		name          string
 		before, after map[string]string
-		want          bool
+		want          []string
 	}{
-		{"the same", map[string]string{"a": "1"}, map[string]string{"a": "1"}, false},
-		{"a label added", map[string]string{"a": "1"}, map[string]string{"a": "1", "b": "2"}, false},
-		{"a label removed", map[string]string{"a": "1", "b": "2"}, map[string]string{"a": "1"}, true},
-		{"a value changed", map[string]string{"a": "1"}, map[string]string{"a": "2"}, true},
+		{"the same", map[string]string{"a": "1"}, map[string]string{"a": "1"}, nil},
+		{"a label added", map[string]string{"a": "1"}, map[string]string{"a": "1", "b": "2"}, nil},
+		{"none before", nil, map[string]string{"a": "1"}, nil},
+		{"a label removed", map[string]string{"a": "1", "b": "2"}, map[string]string{"a": "1"}, []string{"b"}},
+		{"a value changed", map[string]string{"a": "1"}, map[string]string{"a": "2"}, []string{"a"}},
+		{"all gone", map[string]string{"b": "1", "a": "1"}, nil, []string{"a", "b"}},
+		{"changed, removed and added, sorted", map[string]string{"c": "1", "b": "1", "a": "1"}, map[string]string{"a": "1", "b": "2", "d": "1"}, []string{"b", "c"}},
 	} {
-		if got := NarrowedLabels(tt.before, tt.after); got != tt.want {
-			t.Errorf("%s: NarrowedLabels = %v, want %v", tt.name, got, tt.want)
+		if got := NarrowedKeys(tt.before, tt.after); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: NarrowedKeys = %v, want %v", tt.name, got, tt.want)
+		}
+		if got, want := NarrowedLabels(tt.before, tt.after), tt.want != nil; got != want {
+			t.Errorf("%s: NarrowedLabels = %v, want %v", tt.name, got, want)
 		}
 	}
 }

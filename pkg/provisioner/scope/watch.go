@@ -3,6 +3,7 @@ package scope
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,12 @@ type ListerWatcher struct {
 	// stand for the events the Keeper skips.
 	Empty  func() runtime.Object
 	Keeper *Keeper
+
+	// mu guards stale (a Relist no listing has served yet) and current
+	// (the last watch started).
+	mu      sync.Mutex
+	stale   bool
+	current *keptWatch
 }
 
 var (
@@ -53,6 +60,7 @@ func (lw *ListerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
 // listing at the first page's resourceVersion (every page of a listing is
 // read at that version).
 func (lw *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	lw.listing()
 	opts.ResourceVersion, opts.ResourceVersionMatch, opts.Limit, opts.Continue = "", "", PageSize, ""
 	var (
 		kept []runtime.Object
@@ -99,7 +107,7 @@ func (lw *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOp
 
 // WatchWithContext watches through the Keeper: kept objects pass as they
 // are, one no longer kept passes as a deletion, and a skipped event
-// passes as a bookmark of its resourceVersion.
+// passes as a bookmark of its resourceVersion. Relist ends it.
 func (lw *ListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
 		return nil, fmt.Errorf("scope: a watch with initial events is not supported")
@@ -108,7 +116,7 @@ func (lw *ListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListO
 	if err != nil {
 		return nil, err
 	}
-	return watch.Filter(w, lw.filter), nil
+	return lw.watching(w), nil
 }
 
 func (lw *ListerWatcher) filter(ev watch.Event) (watch.Event, bool) {
