@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
 	"github.com/tether-csi/tether/pkg/intern"
 	"github.com/tether-csi/tether/pkg/provisioner/request"
@@ -25,11 +26,6 @@ import (
 // (docs/performance.md, "Node-deployment mode at scale").
 const gcPercent = 50
 
-// errNodeLabelsChanged ends the process when this node's labels change in
-// a way that may make PVs it left out of its cache its own (a label
-// removed or given another value): it starts again and reads them.
-var errNodeLabelsChanged = errors.New("this node's labels changed: starting again to read the PVs it may now hold")
-
 // caches are the informers the provisioner reads: the factory's (classes,
 // nodes, CSINodes, VolumeAttachments, VolumeAttributesClasses), and the
 // claims and PVs it answers for (package scope), each with its Keeper.
@@ -42,6 +38,16 @@ type caches struct {
 	nodes                     corelisters.NodeLister
 	nodesSynced               cache.InformerSynced
 	node                      string
+
+	// In node-deployment mode, what lists the PVs again when this node's
+	// labels narrow (relabel): the PV informer's ListerWatcher, the
+	// spacing of its listings and its clock, the count of them, and the
+	// recorder of its events on the node (none when nil).
+	volumesLW *scope.ListerWatcher
+	backoff   scope.RelistBackoff
+	clock     clock.Clock
+	relists   prometheus.Counter
+	recorder  record.EventRecorder
 }
 
 // newCaches builds the informers; nothing runs before start. Claims and
@@ -49,7 +55,10 @@ type caches struct {
 // whole, since the library writes cached objects whole.
 func newCaches(client kubernetes.Interface, driver, migrated, node string, req request.Options) *caches {
 	in := &intern.Interner{}
-	c := &caches{factory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(in.Transform)), node: node}
+	c := &caches{factory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(in.Transform)), node: node,
+		backoff: scope.RelistBackoff{Min: relistMin, Max: relistMax}, clock: clock.RealClock{},
+		relists: prometheus.NewCounter(prometheus.CounterOpts{Name: "tether_provisioner_volume_relists_total",
+			Help: "Listings of the PVs again because this node's labels changed or were removed (node-deployment mode): a PV left out under the old labels may be this node's now. Each has a NodeLabelsChanged event on the node."})}
 	nodeInf := c.factory.Core().V1().Nodes()
 	c.nodes, c.nodesSynced = nodeInf.Lister(), nodeInf.Informer().HasSynced
 	sc := scope.Scope{Driver: driver, Migrated: migrated, Node: node, NodeLabels: c.nodeLabels}
@@ -58,15 +67,19 @@ func newCaches(client kubernetes.Interface, driver, migrated, node string, req r
 	})
 	c.volumeKeeper = sc.VolumeKeeper()
 	c.claims = scope.ClaimInformer(client, c.claimKeeper, in.Transform)
-	c.volumes, _ = scope.VolumeInformer(client, c.volumeKeeper, in.Transform)
+	c.volumes, c.volumesLW = scope.VolumeInformer(client, c.volumeKeeper, in.Transform)
 	c.claimLister = corelisters.NewPersistentVolumeClaimLister(c.claims.GetIndexer())
 	c.volumeLister = corelisters.NewPersistentVolumeLister(c.volumes.GetIndexer())
 	return c
 }
 
-// register adds the gauges of what the caches hold: per resource, the
-// objects kept whole and the names kept of all of them.
+// register adds the gauges of what the caches hold (per resource, the
+// objects kept whole and the names kept of all of them) and the counter
+// of listings of the PVs again.
 func (c *caches) register(reg prometheus.Registerer) error {
+	if err := reg.Register(c.relists); err != nil {
+		return err
+	}
 	for _, r := range []struct {
 		resource string
 		k        *scope.Keeper
@@ -100,13 +113,17 @@ func (c *caches) nodeLabels() (map[string]string, bool) {
 // start runs the informers until ctx ends. In node-deployment mode the
 // nodes come first: which PVs are this node's is read from its labels,
 // and a later change of them that may matter (from the labels last seen,
-// across a deletion of the node too) ends the process (changed).
-func (c *caches) start(ctx context.Context, changed context.CancelCauseFunc) {
+// across a deletion of the node too) makes the PV informer list again
+// (relabel), while everything else runs on.
+func (c *caches) start(ctx context.Context) {
 	c.factory.Start(ctx.Done())
 	if c.node != "" {
 		if !cache.WaitForCacheSync(ctx.Done(), c.nodesSynced) {
 			return
 		}
+		notice := relistNotice(nodeRef(func() (*v1.Node, error) { return c.nodes.Get(c.node) }, c.node), c.recorder, c.relists)
+		r := newRelabel(c.clock, c.backoff, c.volumesLW.Relist, notice)
+		go r.run(ctx)
 		var (
 			mu   sync.Mutex
 			seen map[string]string
@@ -114,6 +131,8 @@ func (c *caches) start(ctx context.Context, changed context.CancelCauseFunc) {
 		if labels, ok := c.nodeLabels(); ok {
 			seen = labels
 		}
+		// The node lister holds a change before a handler hears of it, so
+		// the listing it asks for reads the new labels.
 		check := func(obj any) {
 			n, ok := obj.(*v1.Node)
 			if !ok || n.Name != c.node {
@@ -123,8 +142,8 @@ func (c *caches) start(ctx context.Context, changed context.CancelCauseFunc) {
 			before := seen
 			seen = n.Labels
 			mu.Unlock()
-			if scope.NarrowedLabels(before, n.Labels) {
-				changed(errNodeLabelsChanged)
+			if keys := scope.NarrowedKeys(before, n.Labels); len(keys) > 0 {
+				r.changed(keys)
 			}
 		}
 		_, _ = c.factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -250,6 +250,7 @@ func run(ctx context.Context, o options) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: driver + "_" + host})
+	c.recorder = recorder
 	var sweeper *sweep.Sweeper
 	if caps.ListVolumes && o.orphans.Interval > 0 {
 		o.orphans.Driver, o.orphans.Client, o.orphans.Request, o.orphans.Locks = drv, client, popts.Request, locks
@@ -336,13 +337,13 @@ func run(ctx context.Context, o options) error {
 		o.leader.Name = strings.Trim(nonName.ReplaceAllString(strings.ToLower(lease), "-"), "-")
 	}
 	if o.handBack {
-		return handBack(ctx, func(ctx context.Context) { c.start(ctx, driverChanged) }, inflight, synced...)
+		return handBack(ctx, c.start, inflight, synced...)
 	}
 	// A CSI call under way gets its whole timeout to end before the lease
 	// is handed back.
 	o.leader.DrainTimeout = max(o.leader.DrainTimeout, o.timeout+5*time.Second)
 	err = server.RunElected(ctx, client, o.leader, health, work.Run(func(ctx context.Context) error {
-		c.start(ctx, driverChanged)
+		c.start(ctx)
 		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 			return nil // ctx ended
 		}
