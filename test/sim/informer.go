@@ -121,6 +121,9 @@ type caches struct {
 	// of each object the keeper was last told of.
 	keepers map[string]*scope.Keeper
 	known   map[string]map[string]runtime.Object
+	// relabel, for a node-mode provisioner of the current release, is its
+	// watch of its node's labels (scope_moves.go).
+	relabel *relabel
 }
 
 // keep makes the resource's cache keep what k keeps, as the provisioner's
@@ -168,6 +171,50 @@ func (c *caches) fill() {
 		}
 		clear(c.pending[r])
 	}
+	c.relabel.listed(c)
+}
+
+// relistResource lists one resource again, as a reflector does after its
+// watch expired: the store gets what the keeper keeps of the listing (an
+// update for what it held, an add for what is new) and loses the rest (a
+// deletion), and the handlers are told as client-go's Replace tells them.
+func (c *caches) relistResource(r string) (kept, dropped int) {
+	inf := c.inf[r]
+	var objs []runtime.Object
+	for _, k := range c.w.api.keys(r) {
+		if cur := c.w.api.peek(r, k); cur != nil {
+			objs = append(objs, c.release.view(cur.DeepCopyObject()))
+		}
+	}
+	keep := c.relist(r, objs)
+	listed := map[string]bool{}
+	for i, obj := range objs {
+		if !keep[i] {
+			continue
+		}
+		key := keyOf(obj)
+		listed[key] = true
+		kept++
+		if old, exists, _ := inf.indexer.GetByKey(key); exists {
+			_ = inf.indexer.Update(obj)
+			inf.notify(notification{old: old, obj: obj})
+		} else {
+			_ = inf.indexer.Add(obj)
+			inf.notify(notification{obj: obj})
+		}
+	}
+	for _, key := range inf.indexer.ListKeys() {
+		if listed[key] {
+			continue
+		}
+		if old, exists, _ := inf.indexer.GetByKey(key); exists {
+			_ = inf.indexer.Delete(old)
+			inf.notify(notification{old: old})
+			dropped++
+		}
+	}
+	clear(c.pending[r])
+	return kept, dropped
 }
 
 func (c *caches) changed(resource, key string) {
@@ -186,6 +233,9 @@ func (c *caches) deliver(resource, key string) {
 	var obj runtime.Object
 	if cur != nil {
 		obj = c.release.view(cur.DeepCopyObject())
+	}
+	if resource == rNodes {
+		c.relabel.delivered(key, obj)
 	}
 	switch c.observe(resource, key, obj) {
 	case scope.Skip:

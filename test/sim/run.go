@@ -166,6 +166,7 @@ func (w *World) options(settling bool) []option {
 		}
 	}
 	w.burstOptions(cs, add, 8*sys)
+	w.relistOptions(settling, add, 8*sys)
 	for _, c := range cs {
 		if ls := c.waiting(); len(ls) > 0 {
 			add(8*sys, func() string {

@@ -3,8 +3,10 @@ package sim
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/tether-csi/tether/pkg/provisioner/scope"
@@ -53,9 +55,9 @@ func (w *World) tenantHandOver() string {
 
 // adminRelabel changes one node's labels: a tier label set, changed or
 // removed. A node-mode provisioner of the current release on that node
-// reads its PVs' affinity against the labels, and its process starts
-// again when a label it read is removed or changed (cmd/provisioner's
-// caches): so does the simulator's. The tier is a label no generated
+// reads its PVs' affinity against the labels, and lists its PVs again
+// when a label it read is removed or changed (cmd/provisioner's relabel):
+// so does the simulator's (relabel, relistOptions). The tier is a label no generated
 // affinity names: the node-loss checks take a node's labels as fixed
 // (pinOf reads nodeLabels), and a rack or zone changed under them makes
 // the binder and the checks disagree on which node a PV pins (seed 2605
@@ -86,14 +88,66 @@ func (w *World) adminRelabel() string {
 		return fmt.Sprintf("admin: label node %s %s: %v", node.Name, how, err)
 	}
 	out := fmt.Sprintf("admin: label node %s: %s", node.Name, how)
-	if !scope.NarrowedLabels(before, node.Labels) {
-		return out
-	}
-	for i, p := range w.provs {
-		if p.node == node.Name && p.release == current && !w.upstream {
-			w.startProvisioner(i)
-			out += "; its provisioner starts again (a label it read changed)"
-		}
+	if scope.NarrowedLabels(before, node.Labels) {
+		out += " (narrowed: its provisioner lists its PVs again once its cache has the change)"
 	}
 	return out
+}
+
+// relabel is a node-mode provisioner's watch of its node's labels, as
+// cmd/provisioner's: a change that narrows them (scope.NarrowedLabels,
+// from the labels last delivered to its cache) asks for a new listing of
+// its PVs, which the backoff spaces (scope.RelistBackoff, on the
+// simulator's clock). The process runs on meanwhile.
+type relabel struct {
+	node    string
+	seen    map[string]string
+	pending bool
+	backoff scope.RelistBackoff
+}
+
+func newRelabel(node string) *relabel {
+	return &relabel{node: node, backoff: scope.RelistBackoff{Min: 2 * time.Second, Max: 5 * time.Minute}}
+}
+
+// listed takes the labels the process read when its caches were filled.
+func (r *relabel) listed(c *caches) {
+	if r == nil {
+		return
+	}
+	if n, ok := c.w.api.peek(rNodes, r.node).(*v1.Node); ok {
+		r.seen = maps.Clone(n.Labels)
+	}
+}
+
+// delivered takes a node delivered to the cache (nil: deleted, which
+// changes nothing of what was seen).
+func (r *relabel) delivered(key string, obj runtime.Object) {
+	n, ok := obj.(*v1.Node)
+	if r == nil || key != r.node || !ok {
+		return
+	}
+	if scope.NarrowedLabels(r.seen, n.Labels) {
+		r.pending = true
+	}
+	r.seen = maps.Clone(n.Labels)
+}
+
+// relistOptions are the steps that list a provisioner's PVs again: one
+// per process whose node's labels narrowed, once its backoff allows (at
+// once when settling: time would pass to it).
+func (w *World) relistOptions(settling bool, add func(int, func() string), weight int) {
+	for _, p := range w.provs {
+		r := p.caches.relabel
+		if r == nil || !r.pending || w.loss.down[p.node] || (!settling && r.backoff.Wait(w.now) > 0) {
+			continue
+		}
+		add(weight, func() string {
+			r.pending = false
+			r.backoff.Started(w.now)
+			kept, dropped := p.caches.relistResource(rVolumes)
+			w.scoped["PV listings again after a node's labels narrowed"]++
+			return fmt.Sprintf("the %s lists its PVs again (its node's labels narrowed): %d kept, %d dropped", p.name, kept, dropped)
+		})
+	}
 }

@@ -331,6 +331,9 @@ func (w *World) newTether(i int) *provProc {
 		volumes := sc.VolumeKeeper()
 		p.caches.keep(rClaims, claims)
 		p.caches.keep(rVolumes, volumes)
+		if p.node != "" {
+			p.caches.relabel = newRelabel(p.node)
+		}
 		claimNames, volumeNames, goneClaims = claims.Seen(), volumes.Seen(), claims.Gone()
 	}
 	classes := storagelisters.NewStorageClassLister(ix(rClasses).indexer)
