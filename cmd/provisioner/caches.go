@@ -121,7 +121,7 @@ func (c *caches) start(ctx context.Context) {
 		if !cache.WaitForCacheSync(ctx.Done(), c.nodesSynced) {
 			return
 		}
-		notice := relistNotice(nodeRef(func() (*v1.Node, error) { return c.nodes.Get(c.node) }, c.node), c.recorder, c.relists)
+		notice := relistNotice(c.node, nodeRef(func() (*v1.Node, error) { return c.nodes.Get(c.node) }, c.node), c.recorder, c.relists)
 		r := newRelabel(c.clock, c.backoff, c.volumesLW.Relist, notice)
 		go r.run(ctx)
 		var (

@@ -114,10 +114,10 @@ func (r *relabel) run(ctx context.Context) {
 
 // relistNotice says that a listing was asked for: a log line, the
 // counter, and an event on the node (when a recorder is given).
-func relistNotice(node func() runtime.Object, recorder record.EventRecorder, relists prometheus.Counter) func(context.Context, []string) {
+func relistNotice(name string, node func() runtime.Object, recorder record.EventRecorder, relists prometheus.Counter) func(context.Context, []string) {
 	return func(ctx context.Context, keys []string) {
 		relists.Inc()
-		klog.FromContext(ctx).Info("This node's labels changed: listing its PVs again", "labels", keys)
+		klog.FromContext(ctx).Info("This node's labels changed: listing its PVs again", "node", klog.KRef("", name), "labels", keys)
 		if recorder != nil {
 			recorder.Eventf(node(), v1.EventTypeNormal, reasonRelisted,
 				"Labels %s of this node changed or were removed: its provisioner lists its PVs again (a PV left out under the old labels may be this node's now)",

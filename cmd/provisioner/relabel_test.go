@@ -136,3 +136,15 @@ func counted(c *caches) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+func TestNodeRef(t *testing.T) {
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", UID: "u1"}}
+	if got := nodeRef(func() (*v1.Node, error) { return n, nil }, "node-a")(); got != n {
+		t.Errorf("with the node in the lister: %v, want the node", got)
+	}
+	gone := func() (*v1.Node, error) { return nil, fmt.Errorf("not found") }
+	ref, ok := nodeRef(gone, "node-a")().(*v1.ObjectReference)
+	if !ok || ref.Kind != "Node" || ref.Name != "node-a" || ref.UID != "node-a" {
+		t.Errorf("without it: %+v, want a reference to Node node-a, its name as UID", ref)
+	}
+}
