@@ -44,7 +44,7 @@ func adminVolume(t *testing.T, socket, name string) string {
 	}
 	defer conn.Close()
 	resp, err := conn.CreateVolume(t.Context(), &csi.CreateVolumeRequest{Name: name,
-		CapacityRange:      &csi.CapacityRange{RequiredBytes: 1 << 30},
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30},
 		VolumeCapabilities: []*csi.VolumeCapability{{AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
 			AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}}})
 	if err != nil {
@@ -178,6 +178,11 @@ func TestRefusedSaveNeverLandsAfterCleanUp(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "no-pvs"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "no-pvs",
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}})
+	probe := hostPathPV("probe", "refused", "1Gi")
+	eventually(t, "the policy in force (a dry-run PV refused)", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().PersistentVolumes().Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "PVs are refused for now"), nil
+	})
 
 	mustCreate(t, cs.CoreV1().PersistentVolumeClaims("default").Create, claim("refused", "refused", "1Gi"))
 	uid := getClaim(t, cs, "refused").UID
