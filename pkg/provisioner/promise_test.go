@@ -268,15 +268,17 @@ func TestHandBackCleansClaimBoundElsewhere(t *testing.T) {
 	e.check(want{})
 }
 
-// A claim bound to its own volume whose PV is gone (Lost, or its Retain
-// PV deleted by an admin to keep the disk), given a record by its user
-// and deleted: its PV was saved once, so nothing is deleted.
+// A claim a binder bound to its own volume whose PV is gone (Lost, or its
+// Retain PV deleted by an admin to keep the disk), given a record by its
+// user and deleted: its PV was saved once, so nothing is deleted.
 func TestRecordOnLostClaimNeverDeletes(t *testing.T) {
 	e := newEnv(t)
 	if _, err := e.driver.CreateVolume(e.ctx, &csi.CreateVolumeRequest{Name: testVolume}); err != nil {
 		t.Fatal(err)
 	}
-	e.createClaim(newClaim(forge(testVolume, "", ""), func(c *v1.PersistentVolumeClaim) { c.Spec.VolumeName = testVolume }))
+	e.createClaim(newClaim(forge(testVolume, "", ""), claimAnn(storagehelpers.AnnBindCompleted, "yes"), func(c *v1.PersistentVolumeClaim) {
+		c.Spec.VolumeName, c.Status.Phase = testVolume, v1.ClaimLost
+	}))
 	e.deleteClaim(testClaim)
 	e.refresh()
 	e.settle(testClaim)

@@ -7,6 +7,7 @@ import (
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/tether-csi/tether/pkg/inflight"
@@ -136,7 +137,8 @@ func Decide(in Input) Step {
 		}
 		return Step{Op: Drop}
 	}
-	if claim.Spec.VolumeName == in.Volume {
+	ownName := claim.Spec.VolumeName == in.Volume
+	if ownName && boundOnce(claim) {
 		// Bound to its own volume: its PV was saved once, and that PV's
 		// reclaim policy, not the record, says what becomes of the volume.
 		return Step{Op: Drop}
@@ -153,7 +155,9 @@ func Decide(in Input) Step {
 		}
 		return Step{Op: Keep} // the other node's provisioner settles it
 	}
-	unused := deleting || claim.Spec.VolumeName != "" || in.Moved
+	// A claim whose user named its own volume in spec.volumeName before
+	// any binder bound it waits for that volume's PV like an unbound claim.
+	unused := deleting || claim.Spec.VolumeName != "" && !ownName || in.Moved
 	if !unused {
 		return Step{Op: Keep}
 	}
@@ -164,6 +168,17 @@ func Decide(in Input) Step {
 		return Step{Op: Requeue, Wait: SaveRecheck}
 	}
 	return Step{Op: CleanUp}
+}
+
+// boundOnce reports whether a binder bound the claim to the volume its
+// spec.volumeName names: the binder's bind-completed annotation, which it
+// writes with volumeName, or a phase only the status subresource writes.
+// A namespace user may write spec.volumeName, and the annotation too: the
+// annotation forged can only leave that claim's own volume to its user, as
+// a stripped record can (docs/design.md, "Threat model").
+func boundOnce(claim *v1.PersistentVolumeClaim) bool {
+	return metav1.HasAnnotation(claim.ObjectMeta, storagehelpers.AnnBindCompleted) ||
+		claim.Status.Phase == v1.ClaimBound || claim.Status.Phase == v1.ClaimLost
 }
 
 // BinderGrace is how long after its PV is saved a claim's in-flight record

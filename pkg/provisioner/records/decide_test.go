@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 )
 
 func TestDecideSettle(t *testing.T) {
@@ -17,6 +18,8 @@ func TestDecideSettle(t *testing.T) {
 	// wrote answered that it made no volume (createAnswers).
 	noneMade := claimAnn("none-made", "yes")
 	boundTo := func(name string) claimOpt { return func(c *v1.PersistentVolumeClaim) { c.Spec.VolumeName = name } }
+	bindCompleted := claimAnn(storagehelpers.AnnBindCompleted, "yes")
+	lost := func(c *v1.PersistentVolumeClaim) { c.Status.Phase = v1.ClaimLost }
 	// pv is the PV of the record's name, pre-bound to the claim UID uid
 	// (none when empty), made age ago.
 	pv := func(uid types.UID, age time.Duration) *v1.PersistentVolume {
@@ -44,8 +47,10 @@ func TestDecideSettle(t *testing.T) {
 		{"PV of the name for another claim: tracked, never deleted", newClaim(deleted), pv("other", 0), 0, OwnedHere, false, false, Step{Op: Drop}},
 		{"PV of the name with no claim: tracked, never deleted", newClaim(deleted), pv("", 0), 0, OwnedHere, false, false, Step{Op: Drop}},
 		{"no PV, claim lives: the library provisions", newClaim(), nil, 0, OwnedHere, false, false, Step{Op: Keep}},
-		{"no PV, claim bound to its own volume: its PV was saved once, never deleted", newClaim(boundTo(testVolume)), nil, 0, OwnedHere, false, false, Step{Op: Drop}},
-		{"no PV, deleted claim bound to its own volume (Lost): never deleted", newClaim(deleted, boundTo(testVolume)), nil, 0, OwnedHere, false, false, Step{Op: Drop}},
+		{"no PV, claim bound to its own volume: its PV was saved once, never deleted", newClaim(boundTo(testVolume), bindCompleted), nil, 0, OwnedHere, false, false, Step{Op: Drop}},
+		{"no PV, deleted claim bound to its own volume (Lost): never deleted", newClaim(deleted, boundTo(testVolume), lost), nil, 0, OwnedHere, false, false, Step{Op: Drop}},
+		{"no PV, the claim's user named its own volume, claim lives: it waits for the PV", newClaim(boundTo(testVolume)), nil, 0, OwnedHere, false, false, Step{Op: Keep}},
+		{"no PV, the claim's user named its own volume, claim deleted: cleaned up", newClaim(deleted, boundTo(testVolume)), nil, 0, OwnedHere, false, false, Step{Op: CleanUp}},
 		{"no PV, claim bound to another volume: its own is unused, cleaned up", newClaim(boundTo("pvc-recycled")), nil, 0, OwnedHere, false, false, Step{Op: CleanUp}},
 		{"no PV, claim bound to another volume, PV just handed off: wait for its save", newClaim(boundTo("pvc-recycled")), nil, time.Second, OwnedHere, false, false, Step{Op: Requeue, Wait: SaveRecheck}},
 		{"no PV, claim deleted, PV just handed to the library: wait for its save", newClaim(deleted), nil, time.Second, OwnedHere, false, false, Step{Op: Requeue, Wait: SaveRecheck}},
@@ -91,5 +96,26 @@ func TestDecideSettle(t *testing.T) {
 				t.Errorf("Decide = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestDecideTenantNamedOwnVolumeIsNoProofOfASave: a namespace user sets
+// the claim's spec.volumeName to its own volume's name while a timed-out
+// CreateVolume still makes it; no PV was ever saved. Found by the
+// simulator (seed 1036, -with=own-volume-name): the record went as if the
+// claim had been bound, and the volume was tracked by nothing once the
+// claim was deleted. Only a binder's bind (its bind-completed annotation,
+// or a Bound or Lost phase) proves a save now (issue 49).
+func TestDecideTenantNamedOwnVolumeIsNoProofOfASave(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	ts := metav1.NewTime(now)
+	named := newClaim(func(c *v1.PersistentVolumeClaim) { c.Spec.VolumeName = testVolume; c.DeletionTimestamp = &ts })
+	if got := Decide(Input{Claim: named, Volume: testVolume, Now: now}); got.Op != CleanUp {
+		t.Errorf("deleted claim whose user named its own volume: %+v, want a clean-up", got)
+	}
+	bound := named.DeepCopy()
+	bound.Status.Phase = v1.ClaimBound
+	if got := Decide(Input{Claim: bound, Volume: testVolume, Now: now}); got.Op != Drop {
+		t.Errorf("deleted claim a binder bound to its own volume: %+v, want the record dropped (its PV decides)", got)
 	}
 }
