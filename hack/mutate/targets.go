@@ -34,6 +34,12 @@ var targets = []target{
 		"detach.go", // decideDetach
 		"drop.go",   // recordedVolume, dropRecord, dropBeforeRelease
 	}},
+	{Dir: "pkg/provisioner/scope", Files: []string{
+		"rules.go",  // Scope.Claim, Volume, Ours, Settled, MayBeOn, KeepClaim, KeepVolume
+		"keeper.go", // Keep, Forget or Skip per watch event
+		"seen.go",   // the names of what is not kept whole
+		"gone.go",   // the UIDs of the claims seen deleted
+	}},
 	{Dir: "pkg/provisioner/sweep", Files: []string{
 		"decide.go", // the sweep's Decide
 		"account.go",
