@@ -199,3 +199,57 @@ func TestSettled(t *testing.T) {
 		}
 	}
 }
+
+// TestMayBeOn reads each operator of a required node affinity against a
+// node named n1 with a rack and a numeric label: a label the node lacks
+// counts as met, so does what cannot be read (a number that is not one, a
+// Gt or Lt without exactly one value).
+func TestMayBeOn(t *testing.T) {
+	labels := map[string]string{"rack": "r1", "size": "5"}
+	field := func(key string, op v1.NodeSelectorOperator, values ...string) v1.NodeSelectorTerm {
+		return v1.NodeSelectorTerm{MatchFields: []v1.NodeSelectorRequirement{{Key: key, Operator: op, Values: values}}}
+	}
+	noTerms := pv(driver, nil)
+	noTerms.Spec.NodeAffinity = &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{}}
+	noRequired := pv(driver, nil)
+	noRequired.Spec.NodeAffinity = &v1.VolumeNodeAffinity{}
+	for _, tt := range []struct {
+		name string
+		pv   *v1.PersistentVolume
+		want bool
+	}{
+		{"no affinity", pv(driver, nil), true},
+		{"no required affinity", noRequired, true},
+		{"no terms", noTerms, true},
+		{"In, met", pv(driver, nil, term("rack", v1.NodeSelectorOpIn, "r1")), true},
+		{"In, not met", pv(driver, nil, term("rack", v1.NodeSelectorOpIn, "r2")), false},
+		{"NotIn, met", pv(driver, nil, term("rack", v1.NodeSelectorOpNotIn, "r2")), true},
+		{"NotIn, not met", pv(driver, nil, term("rack", v1.NodeSelectorOpNotIn, "r1")), false},
+		{"Exists", pv(driver, nil, term("rack", v1.NodeSelectorOpExists)), true},
+		{"DoesNotExist, the node has it", pv(driver, nil, term("rack", v1.NodeSelectorOpDoesNotExist)), false},
+		{"DoesNotExist, the node lacks it", pv(driver, nil, term("row", v1.NodeSelectorOpDoesNotExist)), true},
+		{"a label the node lacks", pv(driver, nil, term("row", v1.NodeSelectorOpIn, "x")), true},
+		{"Gt, above", pv(driver, nil, term("size", v1.NodeSelectorOpGt, "4")), true},
+		{"Gt, equal", pv(driver, nil, term("size", v1.NodeSelectorOpGt, "5")), false},
+		{"Gt, below", pv(driver, nil, term("size", v1.NodeSelectorOpGt, "6")), false},
+		{"Lt, below", pv(driver, nil, term("size", v1.NodeSelectorOpLt, "6")), true},
+		{"Lt, equal", pv(driver, nil, term("size", v1.NodeSelectorOpLt, "5")), false},
+		{"Lt, above", pv(driver, nil, term("size", v1.NodeSelectorOpLt, "4")), false},
+		{"Gt, two values: unreadable", pv(driver, nil, term("size", v1.NodeSelectorOpGt, "6", "7")), true},
+		{"Gt, no value: unreadable", pv(driver, nil, term("size", v1.NodeSelectorOpGt)), true},
+		{"Gt, not a number: unreadable", pv(driver, nil, term("size", v1.NodeSelectorOpGt, "six")), true},
+		{"Lt on a label that is not a number: unreadable", pv(driver, nil, term("rack", v1.NodeSelectorOpLt, "3")), true},
+		{"an unknown operator", pv(driver, nil, term("rack", "Near", "r2")), true},
+		{"the name, met", pv(driver, nil, field("metadata.name", v1.NodeSelectorOpIn, "n1")), true},
+		{"the name, not met", pv(driver, nil, field("metadata.name", v1.NodeSelectorOpIn, "n2")), false},
+		{"another field counts as met", pv(driver, nil, field("metadata.uid", v1.NodeSelectorOpIn, "u2")), true},
+		{"every expression of a term", pv(driver, nil, v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{
+			{Key: "rack", Operator: v1.NodeSelectorOpIn, Values: []string{"r1"}},
+			{Key: "size", Operator: v1.NodeSelectorOpGt, Values: []string{"9"}}}}), false},
+		{"any term", pv(driver, nil, term("rack", v1.NodeSelectorOpIn, "r2"), term("size", v1.NodeSelectorOpLt, "9")), true},
+	} {
+		if got := MayBeOn(tt.pv, "n1", labels); got != tt.want {
+			t.Errorf("%s: MayBeOn = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
