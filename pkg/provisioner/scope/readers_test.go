@@ -46,9 +46,9 @@ var pvReaders = []pvReader{
 	// The library v8's finalizer path (handleProtectionFinalizer, with
 	// AddFinalizer(true)): it removes the deletion finalizer under Retain
 	// or Recycle and adds it under Delete to a PV not being deleted. It
-	// reads no ownership itself and acts on every PV of its informer; the
-	// PVs it must find there are those it answers for, by the ownership
-	// shouldDelete reads (provisioned by the driver, or migrated to it).
+	// edits its copy of every PV of its informer, and writes only those it
+	// answers for (updatePersistentVolume: provisioned by the driver, or
+	// migrated to it).
 	{"library handleProtectionFinalizer", func(ts testScope, pv *v1.PersistentVolume) bool {
 		owned := pv.Annotations[storagehelpers.AnnDynamicallyProvisioned] == ts.s.Driver ||
 			pv.Annotations[storagehelpers.AnnMigratedTo] == ts.s.Driver
