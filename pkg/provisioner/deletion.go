@@ -35,6 +35,19 @@ func (p *Provisioner) ShouldDelete(ctx context.Context, pv *v1.PersistentVolume)
 	return p.o.Node == nil || p.onOwnNode(pv)
 }
 
+// Answers is ShouldDelete for the reclaimer of static PVs (package static),
+// but for an error while this node is not in the node cache in
+// node-deployment mode (its informer not synced, or the node deleted and
+// made again): then it cannot tell, and the PV is looked at again.
+func (p *Provisioner) Answers(ctx context.Context, pv *v1.PersistentVolume) (bool, error) {
+	if p.o.Node != nil {
+		if _, err := p.o.Nodes.Get(p.o.Node.NodeName); err != nil {
+			return false, fmt.Errorf("this node %s is not in the node cache yet: %w", p.o.Node.NodeName, err)
+		}
+	}
+	return p.ShouldDelete(ctx, pv), nil
+}
+
 // Delete deletes a Released volume's backend volume; the library then
 // removes the PV's finalizer. For a driver with PUBLISH_UNPUBLISH_VOLUME it
 // waits while a VolumeAttachment still names the PV (waitForDetach).

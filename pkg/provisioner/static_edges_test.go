@@ -85,3 +85,19 @@ func TestStaticReclaimLeavesANewPVOfTheSameName(t *testing.T) {
 		t.Errorf("the new PV: UID %s, finalizers %v; want pv-uid-2 keeping %s", got.UID, got.Finalizers, storagehelpers.PVDeletionProtectionFinalizer)
 	}
 }
+
+// TestAnswersErrsWhileItsNodeIsUnknown: in node-deployment mode the static
+// reclaimer is told "not known yet", not "another node's", while this node
+// is not in the node cache (issue 49).
+func TestAnswersErrsWhileItsNodeIsUnknown(t *testing.T) {
+	e := newEnv(t, nodeMode("node-1"))
+	pv := &v1.PersistentVolume{Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: v1.PersistentVolumeSource{
+		CSI: &v1.CSIPersistentVolumeSource{Driver: driverNm, VolumeHandle: "h"}}}}
+	if ours, err := e.p.Answers(e.ctx, pv); err == nil {
+		t.Fatalf("Answers = %v with this node unknown; want an error", ours)
+	}
+	e.createNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}})
+	if ours, err := e.p.Answers(e.ctx, pv); err != nil || ours {
+		t.Fatalf("Answers = %v, %v for a PV without affinity once the node is known; want false, nil", ours, err)
+	}
+}

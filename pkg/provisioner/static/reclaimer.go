@@ -18,11 +18,12 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Deleter deletes a released PV's backend volume: the Provisioner, as the
-// library calls it (ShouldDelete says whether the PV is this provisioner's
-// to delete, in node-deployment mode its node's).
+// Deleter deletes a released PV's backend volume: the Provisioner. Answers
+// says whether the PV is this provisioner's to reclaim (in node-deployment
+// mode its node's), and errs while it cannot tell yet (its node not in the
+// cache): the PV is then looked at again, not dropped.
 type Deleter interface {
-	ShouldDelete(ctx context.Context, pv *v1.PersistentVolume) bool
+	Answers(ctx context.Context, pv *v1.PersistentVolume) (bool, error)
 	Delete(ctx context.Context, pv *v1.PersistentVolume) error
 }
 
@@ -83,8 +84,11 @@ func (s *Reclaimer) Reconcile(ctx context.Context, name string) error {
 		return err
 	}
 	pv := obj.(*v1.PersistentVolume)
-	if !s.o.Deleter.ShouldDelete(ctx, pv) {
-		return nil // another node's volume in node-deployment mode
+	if Decide(pv, s.o.Driver) == None {
+		return nil
+	}
+	if ours, err := s.o.Deleter.Answers(ctx, pv); err != nil || !ours {
+		return err // another node's volume in node-deployment mode, or not known yet
 	}
 	logger := klog.FromContext(ctx).WithValues("pv", klog.KObj(pv))
 	switch Decide(pv, s.o.Driver) {

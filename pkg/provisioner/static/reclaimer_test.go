@@ -31,22 +31,23 @@ const (
 var pvResource = v1.SchemeGroupVersion.WithResource("persistentvolumes")
 
 // fakeDeleter is the provisioner as the reclaimer sees it: it records the
-// PVs it is asked about and told to delete, answers ShouldDelete with
-// should, and fails Delete with err.
+// PVs it is asked about and told to delete, answers Answers with should
+// (and unknown), and fails Delete with err.
 type fakeDeleter struct {
-	should bool
-	err    error
+	should  bool
+	unknown error // Answers' error: this node not known yet
+	err     error
 
 	mu      sync.Mutex
 	asked   []string
 	deleted []*v1.PersistentVolume
 }
 
-func (d *fakeDeleter) ShouldDelete(_ context.Context, pv *v1.PersistentVolume) bool {
+func (d *fakeDeleter) Answers(_ context.Context, pv *v1.PersistentVolume) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.asked = append(d.asked, pv.Name)
-	return d.should
+	return d.should, d.unknown
 }
 
 func (d *fakeDeleter) Delete(_ context.Context, pv *v1.PersistentVolume) error {
@@ -352,7 +353,7 @@ func TestReconcileLeavesAPVShouldDeleteRefuses(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !slices.Equal(f.deleter.asked, []string{pv.Name}) {
-				t.Errorf("ShouldDelete asked about %v, want [%s]", f.deleter.asked, pv.Name)
+				t.Errorf("Answers asked about %v, want [%s]", f.deleter.asked, pv.Name)
 			}
 			if len(f.deleter.deleted) != 0 || len(f.client.Actions()) != 0 {
 				t.Errorf("deleted %d backend volumes, actions %v; want nothing", len(f.deleter.deleted), f.verbs())
@@ -361,6 +362,31 @@ func TestReconcileLeavesAPVShouldDeleteRefuses(t *testing.T) {
 				t.Errorf("finalizers %v, want %v", got.Finalizers, pv.Finalizers)
 			}
 		})
+	}
+}
+
+// TestReconcileRetriesWhileItsNodeIsUnknown: in node-deployment mode a
+// Bound static Delete PV the reclaimer cannot yet tell is its node's (the
+// node not in its cache) is tried again, not dropped: it was dropped until
+// the PV's next event, which came only with its deletion while Bound, and
+// the volume went with nothing to delete it (simulator seed 5488 of issue
+// 49's gap moves).
+func TestReconcileRetriesWhileItsNodeIsUnknown(t *testing.T) {
+	pv := staticPV(v1.PersistentVolumeReclaimDelete, v1.VolumeBound)
+	f := newFixture(t, pv)
+	f.deleter.unknown = errors.New("this node node-2 is not in the node cache yet")
+	if err := f.r.Reconcile(context.Background(), pv.Name); err == nil {
+		t.Fatal("Reconcile took a PV it could not tell was its node's for another node's: no retry")
+	}
+	if len(f.client.Actions()) != 0 {
+		t.Fatalf("actions %v while its node was unknown; want none", f.verbs())
+	}
+	f.deleter.unknown = nil
+	if err := f.r.Reconcile(context.Background(), pv.Name); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.verbs(); !slices.Equal(got, []string{"patch"}) {
+		t.Errorf("actions %v once its node is known, want the finalizer's patch", got)
 	}
 }
 
