@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-csi/tether/pkg/nodeloss"
 )
 
 // The hostname twin (hostname-twin, issue 49): a node whose
@@ -106,11 +108,15 @@ func (w *World) twinPinned(pv *v1.PersistentVolume) bool {
 // neither, and nothing is released; while it knows the twin and not
 // node-1 (deleted and forgotten, or never seen), the value is the twin's
 // alone, or node-1's by the PV's marks: either may be released; while
-// it does not know the twin, the value is node-1's (pinOf's check).
+// it does not know the twin, the value is node-1's (pinOf's check), or
+// the twin's when the PV's marks name it: a binder that knew the twin
+// alone wrote them, and they vouch for a node no event showed since
+// (seed 3261 of the gap moves: node-1 deleted, a binder restart, the twin
+// lost and marked, a restart in the release that knew neither).
 func (w *World) checkTwinRelease(pv *v1.PersistentVolume, node, what string) {
 	switch {
 	case !w.known(twinNode):
-		if pin := pinOf(pv); pin != node {
+		if pin := pinOf(pv); pin != node && (node != twinNode || pv.Annotations[nodeloss.AnnLostNode] != twinNode) {
 			w.violate("binder: %s for node %s, PV %s pinned by %s to %q", what, node, pv.Name, describeAffinity(pv.Spec.NodeAffinity), pin)
 		}
 	case w.known(twinHost):
