@@ -21,7 +21,8 @@ import (
 // (centralised mode), csinode and affinity-pv (node mode), node-loss, node-return,
 // node-notready, statefulset, rebind-pv, class-policy, autoscaler,
 // snapshot, delete-snapshot, restore, snapshot-finalizer, delete-content,
-// edit-content, select-node; the other controllers' schedule and snapshot-controller;
+// edit-content, select-node, expand-claim, edit-claim-vac, set-volume-name,
+// edit-unbound-pv, edit-pv-meta, delete-secret, class-topology; the other controllers' schedule and snapshot-controller;
 // restores-at-rest leaves the restores at rest out (snapshot_spec.go); and
 // node-mode or central-mode leaves that deployment mode out. writers.go
 // says which field each writes.
@@ -337,6 +338,13 @@ func (w *World) options(settling bool) []option {
 	actor("select-node", 1, w.tenantSelectNode)
 	actor("hand-over", 1, w.tenantHandOver)
 	actor("relabel-node", 1, w.adminRelabel)
+	actor("expand-claim", 1, w.tenantExpand)
+	actor("edit-claim-vac", 1, w.tenantClaimVAC)
+	actor("set-volume-name", 1, w.tenantVolumeName)
+	actor("edit-unbound-pv", 1, w.adminEditUnboundPV)
+	actor("edit-pv-meta", 1, w.adminEditPVMeta)
+	actor("delete-secret", 1, w.tenantDeleteSecret)
+	actor("class-topology", 1, w.adminClassTopology)
 	return opts
 }
 
@@ -417,9 +425,11 @@ func (w *World) sweep(p *provProc) string {
 // repair undoes the admin's moves that would leave claims waiting for
 // ever, once the actors stop: deleted classes and nodes come back (lost
 // ones with their disks), and every volume is detached; and the tenant's
-// record formats that no reader reads go.
+// record formats that no reader reads go, and the gap moves' secrets and
+// topologies are put back (repairGaps).
 func (w *World) repair() {
 	w.unformat()
+	w.repairGaps()
 	w.detachAll()
 	for _, n := range w.lostNodes() {
 		w.returnNode(n)
