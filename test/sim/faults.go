@@ -11,6 +11,11 @@ package sim
 //     saved before (the library's retry of a create applied but answered
 //     an error, landing after the PV was released, its volume deleted and
 //     the PV gone) to naming no deleted volume; by default it is counted.
+//   - pv-disowned: edit-pv-meta also removes a PV's
+//     pv.kubernetes.io/provisioned-by or names another driver in it;
+//     not a bug in tether but an admin disowning the PV, which is then
+//     never deleted nor let go, as with external-provisioner (FINDINGS.md,
+//     the world's gaps).
 var With = map[string]bool{}
 
 // apiFaultKind is what a fault does to one API write.

@@ -17,7 +17,11 @@ import (
 
 // adminEditPVMeta edits what an admin may write on a PV's metadata that
 // decides its deletion: pv.kubernetes.io/provisioned-by removed or
-// another driver's, the deletion secret's keys removed or naming a
+// another driver's (only with pv-disowned in With: the PV is no longer
+// the provisioner's, which then never deletes a Released Delete one nor
+// lets its deletion finalizer go, as external-provisioner; the promise's
+// "nothing stuck" fails, seeds 88, 219, 288, 348, 360 and 401 of the
+// run that added this move), the deletion secret's keys removed or naming a
 // secret that is not there, a node-loss mark removed, or the deletion
 // finalizer stripped. A Retain PV's finalizer may be stripped and the PV
 // deleted at once: docs/design.md (in-flight record, step 2) says that
@@ -35,7 +39,11 @@ func (w *World) adminEditPVMeta() string {
 		return "admin: no PV to edit"
 	}
 	pv := pick(w, pvs).DeepCopy()
-	what := pick(w, []string{"provisioned-by", "deletion-secret", "node-loss-mark", "finalizer"})
+	whats := []string{"deletion-secret", "node-loss-mark", "finalizer"}
+	if With["pv-disowned"] {
+		whats = append(whats, "provisioned-by")
+	}
+	what := pick(w, whats)
 	if pv.Annotations == nil {
 		pv.Annotations = map[string]string{}
 	}
@@ -80,6 +88,7 @@ func (w *World) adminEditPVMeta() string {
 		return fmt.Sprintf("admin: %s of PV %s %q: %v", what, pv.Name, to, err)
 	}
 	out := fmt.Sprintf("admin: %s of PV %s %q by hand", what, pv.Name, to)
+	w.gapCounted("PV metadata edited")
 	if what != "finalizer" || pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimRetain || w.rng.Intn(2) == 0 {
 		return out
 	}
@@ -92,6 +101,7 @@ func (w *World) adminEditPVMeta() string {
 			if pv.Spec.CSI != nil {
 				delete(w.api.retained, pv.Spec.CSI.VolumeHandle)
 			}
+			w.gapCounted("PVs stripped and deleted while their claim holds its record")
 			out += " while claim " + ref.Namespace + "/" + ref.Name + " holds its record (not covered, design.md)"
 		}
 	}
@@ -112,6 +122,7 @@ func (w *World) tenantDeleteSecret() string {
 		return "tenant: make secret " + ns + "/" + secretName + " again"
 	}
 	_ = w.api.Delete(rSecrets, ns, secretName, nil)
+	w.gapCounted("secrets deleted")
 	return "tenant: delete secret " + ns + "/" + secretName
 }
 
@@ -162,5 +173,6 @@ func (w *World) adminClassTopology() string {
 	if _, err := w.api.Update(class, false); err != nil {
 		return fmt.Sprintf("admin: allowedTopologies %s=%s on class %s: %v", key, value, name, err)
 	}
+	w.gapCounted("classes' allowedTopologies set")
 	return fmt.Sprintf("admin: allowedTopologies of class %s: %s=%q", name, key, value)
 }

@@ -20,18 +20,41 @@ import (
 // vacMissing is an attributes class no admin made.
 const vacMissing = "silver"
 
-// tenantExpand raises a bound claim's storage request (the API lets only
-// a bound claim's request change, and only up): by a gibibyte, or past
-// any PV of the world. The claim may be a clone's source, bound to a PV
-// other than its own volume while it still holds its record (then a
-// clean-up's repeated CreateVolume asks the new size), or being deleted.
-func (w *World) tenantExpand() string {
+// gapCounted counts a write of a gap move in the run's summary (in the
+// scope counts' map, so that World keeps its fields).
+func (w *World) gapCounted(what string) { w.scoped["gap moves: "+what]++ }
+
+// boundClaims are the claims the tenant may expand: Bound ones, being
+// deleted or not.
+func (w *World) boundClaims() []*v1.PersistentVolumeClaim {
 	var cs []*v1.PersistentVolumeClaim
 	for _, c := range w.api.claims() {
 		if c.Status.Phase == v1.ClaimBound {
 			cs = append(cs, c)
 		}
 	}
+	return cs
+}
+
+// unboundPVs are the PVs an admin may refit: Available or Released ones,
+// not being deleted.
+func (w *World) unboundPVs() []*v1.PersistentVolume {
+	var pvs []*v1.PersistentVolume
+	for _, pv := range w.api.volumes() {
+		if (pv.Status.Phase == v1.VolumeAvailable || pv.Status.Phase == v1.VolumeReleased) && pv.DeletionTimestamp == nil {
+			pvs = append(pvs, pv)
+		}
+	}
+	return pvs
+}
+
+// tenantExpand raises a bound claim's storage request (the API lets only
+// a bound claim's request change, and only up): by a gibibyte, or past
+// any PV of the world. The claim may be a clone's source, bound to a PV
+// other than its own volume while it still holds its record (then a
+// clean-up's repeated CreateVolume asks the new size), or being deleted.
+func (w *World) tenantExpand() string {
+	cs := w.boundClaims()
 	if len(cs) == 0 {
 		return "tenant: no bound claim to expand"
 	}
@@ -48,6 +71,10 @@ func (w *World) tenantExpand() string {
 	c.Spec.Resources.Requests[v1.ResourceStorage] = size
 	if _, err := w.api.Update(c, false); err != nil {
 		return fmt.Sprintf("tenant: expand %s/%s: %v", c.Namespace, c.Name, err)
+	}
+	w.gapCounted("claims expanded")
+	if inflight.Holds(c) {
+		w.gapCounted("claims expanded holding their record")
 	}
 	return fmt.Sprintf("tenant: expand claim %s/%s to %s (bound to %s, record %v)", c.Namespace, c.Name, size.String(),
 		c.Spec.VolumeName, inflight.Holds(c))
@@ -67,6 +94,7 @@ func (w *World) tenantClaimVAC() string {
 	if _, err := w.api.Update(c, false); err != nil {
 		return fmt.Sprintf("tenant: attributes class %s on %s/%s: %v", vac, c.Namespace, c.Name, err)
 	}
+	w.gapCounted("claims' attributes class changed")
 	return fmt.Sprintf("tenant: attributes class %s on claim %s/%s (%s)", vac, c.Namespace, c.Name, c.Status.Phase)
 }
 
@@ -95,6 +123,10 @@ func (w *World) tenantVolumeName() string {
 		if _, err := w.api.Update(c, false); err != nil {
 			return fmt.Sprintf("tenant: volumeName %s on %s/%s: %v", c.Spec.VolumeName, c.Namespace, c.Name, err)
 		}
+		w.gapCounted("pending claims given a volumeName")
+		if c.Spec.VolumeName == ownName(c) && inflight.Holds(c) {
+			w.gapCounted("of them naming their own volume while it is in flight")
+		}
 		return fmt.Sprintf("tenant: volumeName %s on pending claim %s/%s (record %v)", c.Spec.VolumeName, c.Namespace, c.Name, inflight.Holds(c))
 	}
 	nss := w.liveNamespaces()
@@ -111,6 +143,7 @@ func (w *World) tenantVolumeName() string {
 	}
 	oc := out.(*v1.PersistentVolumeClaim)
 	w.claimNS[string(oc.UID)] = ns
+	w.gapCounted("claims made with a volumeName")
 	return fmt.Sprintf("tenant: create claim %s/%s (%s, uid %s) with volumeName %s", ns, c.Name, *c.Spec.StorageClassName,
 		shortUID(oc.UID), c.Spec.VolumeName)
 }
@@ -119,12 +152,7 @@ func (w *World) tenantVolumeName() string {
 // access modes, class, attributes class, labels, or node affinity (set
 // from none, as the API allows without MutablePVNodeAffinity).
 func (w *World) adminEditUnboundPV() string {
-	var pvs []*v1.PersistentVolume
-	for _, pv := range w.api.volumes() {
-		if (pv.Status.Phase == v1.VolumeAvailable || pv.Status.Phase == v1.VolumeReleased) && pv.DeletionTimestamp == nil {
-			pvs = append(pvs, pv)
-		}
-	}
+	pvs := w.unboundPVs()
 	if len(pvs) == 0 {
 		return "admin: no Available or Released PV to edit"
 	}
@@ -165,5 +193,6 @@ func (w *World) adminEditUnboundPV() string {
 	if _, err := w.api.Update(pv, false); err != nil {
 		return fmt.Sprintf("admin: %s of PV %s to %q: %v", what, pv.Name, to, err)
 	}
+	w.gapCounted("unbound PVs refitted")
 	return fmt.Sprintf("admin: %s of %s PV %s to %q", what, pv.Status.Phase, pv.Name, to)
 }

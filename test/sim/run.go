@@ -23,7 +23,8 @@ import (
 // snapshot, delete-snapshot, restore, snapshot-finalizer, delete-content,
 // edit-content, select-node, expand-claim, edit-claim-vac, set-volume-name,
 // edit-unbound-pv, edit-pv-meta, delete-secret, class-topology; the other controllers' schedule and snapshot-controller;
-// restores-at-rest leaves the restores at rest out (snapshot_spec.go); and
+// restores-at-rest leaves the restores at rest out (snapshot_spec.go);
+// gaps-at-rest the gap moves at rest (gap_rest.go); and
 // node-mode or central-mode leaves that deployment mode out. writers.go
 // says which field each writes.
 var Disabled = map[string]bool{}
@@ -75,6 +76,7 @@ func RunSchedule(seed int64) Result {
 	w.deleteBoundAtRest()
 	w.checkDetachedGone()
 	w.checkHandBack()
+	w.gapsAtRest()
 	if w.restoresAtRest() {
 		w.restoreSpec()
 	}
@@ -338,10 +340,14 @@ func (w *World) options(settling bool) []option {
 	actor("select-node", 1, w.tenantSelectNode)
 	actor("hand-over", 1, w.tenantHandOver)
 	actor("relabel-node", 1, w.adminRelabel)
-	actor("expand-claim", 1, w.tenantExpand)
+	if len(w.boundClaims()) > 0 {
+		actor("expand-claim", 2, w.tenantExpand)
+	}
 	actor("edit-claim-vac", 1, w.tenantClaimVAC)
 	actor("set-volume-name", 1, w.tenantVolumeName)
-	actor("edit-unbound-pv", 1, w.adminEditUnboundPV)
+	if len(w.unboundPVs()) > 0 {
+		actor("edit-unbound-pv", 2, w.adminEditUnboundPV)
+	}
 	actor("edit-pv-meta", 1, w.adminEditPVMeta)
 	actor("delete-secret", 1, w.tenantDeleteSecret)
 	actor("class-topology", 1, w.adminClassTopology)
