@@ -16,6 +16,12 @@ package sim
 //     not a bug in tether but an admin disowning the PV, which is then
 //     never deleted nor let go, as with external-provisioner (FINDINGS.md,
 //     the world's gaps).
+//   - own-volume-name: set-volume-name also names the claim's own volume
+//     (pvc-<its UID>), which records.Decide takes for a saved PV's: the
+//     record goes and the volume leaks (FINDINGS.md, the world's gaps).
+//   - claim-vac-node: edit-claim-vac in node mode too, where it leads to
+//     a claim bound, after a binder restart, to a PV pinned to a node lost
+//     before it that the node-loss check expects released (FINDINGS.md).
 var With = map[string]bool{}
 
 // apiFaultKind is what a fault does to one API write.

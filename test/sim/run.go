@@ -343,7 +343,9 @@ func (w *World) options(settling bool) []option {
 	if len(w.boundClaims()) > 0 {
 		actor("expand-claim", 2, w.tenantExpand)
 	}
-	actor("edit-claim-vac", 1, w.tenantClaimVAC)
+	if !w.cfg.Node || With["claim-vac-node"] {
+		actor("edit-claim-vac", 1, w.tenantClaimVAC)
+	}
 	actor("set-volume-name", 1, w.tenantVolumeName)
 	if len(w.unboundPVs()) > 0 {
 		actor("edit-unbound-pv", 2, w.adminEditUnboundPV)
