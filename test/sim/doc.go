@@ -45,6 +45,10 @@
 //     KCM and back, two releases of tether at once.
 //   - refused.go, faults.go: final CreateVolume errors and classes deleted
 //     with their claims; the fault plan.
+//   - gap_moves.go, gap_meta.go, gap_rest.go: the moves of the world's
+//     gaps (claims expanded, their attributes class and volumeName, PVs
+//     refitted and their metadata, secrets, a class's topologies), also
+//     run at rest.
 //
 // The checks:
 //   - invariants.go: the promise (no leak, no wrong delete, nothing stuck),
