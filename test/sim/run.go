@@ -22,11 +22,11 @@ import (
 // node-notready, statefulset, rebind-pv, class-policy, autoscaler,
 // snapshot, delete-snapshot, restore, snapshot-finalizer, delete-content,
 // edit-content, select-node, expand-claim, edit-claim-vac, set-volume-name,
-// edit-unbound-pv, edit-pv-meta, delete-secret, class-topology; the other controllers' schedule and snapshot-controller;
-// restores-at-rest leaves the restores at rest out (snapshot_spec.go);
-// gaps-at-rest the gap moves at rest (gap_rest.go); and
-// node-mode or central-mode leaves that deployment mode out. writers.go
-// says which field each writes.
+// edit-unbound-pv, edit-pv-meta, delete-secret, class-topology; the other
+// controllers' schedule and snapshot-controller; restores-at-rest leaves
+// the restores at rest out (snapshot_spec.go), gaps-at-rest the gap moves
+// at rest (gap_rest.go); and node-mode or central-mode leaves that
+// deployment mode out. writers.go says which field each writes.
 var Disabled = map[string]bool{}
 
 // option is one thing the scheduler may do next.

@@ -70,10 +70,10 @@ var writers = []writer{
 	{"admin", "VolumeSnapshotContent", "status.snapshotHandle, spec.driver, spec.volumeSnapshotRef", "edit-content"},
 	{"snapshot-controller", "VolumeSnapshot and VolumeSnapshotContent", "CreateSnapshot, bound both ways, ready; content and DeleteSnapshot once the snapshot is deleted and unprotected", "snapshot-controller"},
 	{"tenant", "PersistentVolumeClaim", "spec.resources.requests.storage raised on a bound claim (by a gibibyte, or to 100Gi): a clone's source, one bound to another PV while it holds its record, one being deleted", "expand-claim"},
-	{"tenant", "PersistentVolumeClaim", "spec.volumeAttributesClassName, bound or not, being deleted or not: gold, or a class no admin made", "edit-claim-vac"},
-	{"tenant", "PersistentVolumeClaim", "spec.volumeName: a claim made with it, or a pending claim's set once: another claim's PV, a static or Released one, none that exists, the claim's own volume", "set-volume-name"},
+	{"tenant", "PersistentVolumeClaim", "spec.volumeAttributesClassName, bound or not, being deleted or not: gold, or a class no admin made (in node mode with -with=claim-vac-node)", "edit-claim-vac"},
+	{"tenant", "PersistentVolumeClaim", "spec.volumeName: a claim made with it, or a pending claim's set once: another claim's PV, a static or Released one, none that exists, the claim's own volume (with -with=own-volume-name)", "set-volume-name"},
 	{"admin", "PersistentVolume", "an Available or Released PV's capacity, accessModes, storageClassName, volumeAttributesClassName, labels, or nodeAffinity set from none", "edit-unbound-pv"},
-	{"admin", "PersistentVolume", "metadata: provisioned-by removed or another driver's, the deletion secret's keys removed or naming no secret, a node-loss mark removed, the deletion finalizer stripped (a Retain PV's, and the PV deleted)", "edit-pv-meta"},
+	{"admin", "PersistentVolume", "metadata: provisioned-by removed or another driver's (with -with=pv-disowned), the deletion secret's keys removed or naming no secret, a node-loss mark removed, the deletion finalizer stripped (a Retain PV's, and the PV deleted)", "edit-pv-meta"},
 	{"tenant", "Secret", "delete the provisioner secret of a live namespace, make it again", "delete-secret"},
 	{"admin", "StorageClass", "allowedTopologies (mutable in place): a node, a zone, a node that never was, none", "class-topology"},
 }
