@@ -53,6 +53,9 @@ func (w *World) checkBinderWrite(verb, res, ns string, action k8stesting.Action)
 		if cur == nil || next == nil {
 			return
 		}
+		if verb == "update" && next.ResourceVersion != "" && next.ResourceVersion != cur.ResourceVersion {
+			return // the API server refuses it (a conflict): nothing is written
+		}
 		if next.Annotations[nodeloss.AnnLostNode] != "" && next.Annotations[nodeloss.AnnLostNode] != cur.Annotations[nodeloss.AnnLostNode] &&
 			!w.loss.policyEver[next.Spec.StorageClassName] {
 			w.violate("binder: marked PV %s of class %s, which never released claims on node loss", next.Name, next.Spec.StorageClassName)
