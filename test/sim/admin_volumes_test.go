@@ -15,8 +15,10 @@ import (
 // the tear-down deleted the claim, the binder released the PV and
 // pv-protection let it go: the volume stayed on the backend. The schedule
 // must pass, the PV deleted while Bound and the admin's volume deleted.
+// With issue 49's gap moves, seed 68 is the first to (and fails so with
+// the fix reverted).
 func TestSimStaticDeletePVDeletedWhileBoundTakesItsVolume(t *testing.T) {
-	const seed = 43
+	const seed = 68
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -33,9 +35,11 @@ func TestSimStaticDeletePVDeletedWhileBoundTakesItsVolume(t *testing.T) {
 // a claim of a class that opts in; node-1 was lost, and the binder's
 // tracker took the value for node-1's name before looking at the alias:
 // it released the claim, whose volume node-1.dc2 may hold. The schedule
-// must pass, with node-1 lost while a claim of such a PV uses it.
+// must pass, with node-1 lost while a claim of such a PV uses it. With
+// issue 49's gap moves, seed 43 is the first to (and fails so with the
+// fix reverted).
 func TestSimHostnameTwinLossKeepsTheClaim(t *testing.T) {
-	const seed = 18
+	const seed = 43
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -53,9 +57,11 @@ func TestSimHostnameTwinLossKeepsTheClaim(t *testing.T) {
 // its in-flight record's clean-up waited records.SaveGrace (90 s) for the
 // save, then deleted the volume; the library, which retries for ever
 // (CreateProvisionedPVLimiter), saved the PV at t=250 s, naming the deleted
-// volume. The schedule must pass, with PV creates refused.
+// volume. The schedule must pass, with PV creates refused. With issue 49's
+// gap moves, seed 6 (centralised) is the first to refuse PV creates and
+// fail so with the fix reverted (119 the first in node mode).
 func TestSimSaveRetriedPastSaveGraceNamesNoDeletedVolume(t *testing.T) {
-	const seed = 171
+	const seed = 6
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
