@@ -31,6 +31,25 @@ func (e *env) refusePVs(refusing *atomic.Bool, reached *atomic.Int32) {
 	})
 }
 
+// refusedSave provisions the test claim while the API server refuses PVs
+// and hands its PV to the library's own store of unsaved PVs (v8's queue
+// store, which CreateProvisionedPVLimiter selects), not yet running: its
+// first save is refused, and it is queued to be tried again.
+func (e *env) refusedSave(refusing *atomic.Bool, reached *atomic.Int32) (controller.VolumeStore, *v1.PersistentVolume) {
+	e.t.Helper()
+	refusing.Store(true)
+	e.refusePVs(refusing, reached)
+	claim := e.createClaim(newClaim())
+	pv := e.mustProvision()
+	store := controller.NewVolumeStoreQueue(e.p.LibraryClient(e.client),
+		workqueue.NewTypedItemExponentialFailureRateLimiter[any](time.Millisecond, 5*time.Millisecond),
+		e.claims.GetIndexer(), record.NewFakeRecorder(10))
+	if err := store.StoreVolume(claim, pv); err != nil {
+		e.t.Fatalf("StoreVolume: %v (the queue store takes every PV, saved or not)", err)
+	}
+	return store, pv
+}
+
 var errWebhook = errors.New(`admission webhook "pv-policy.example.com" denied the request`)
 
 // TestRefusedSaveNeverLandsAfterCleanUp drives the library's own store of
@@ -44,17 +63,7 @@ func TestRefusedSaveNeverLandsAfterCleanUp(t *testing.T) {
 	e := newEnv(t)
 	var refusing atomic.Bool
 	var reached atomic.Int32
-	refusing.Store(true)
-	e.refusePVs(&refusing, &reached)
-	claim := e.createClaim(newClaim())
-	pv := e.mustProvision()
-
-	store := controller.NewVolumeStoreQueue(e.p.LibraryClient(e.client),
-		workqueue.NewTypedItemExponentialFailureRateLimiter[any](time.Millisecond, 5*time.Millisecond),
-		e.claims.GetIndexer(), record.NewFakeRecorder(10))
-	if err := store.StoreVolume(claim, pv); err != nil {
-		t.Fatalf("StoreVolume: %v (the queue store takes every PV, saved or not)", err)
-	}
+	store, pv := e.refusedSave(&refusing, &reached)
 	go store.Run(e.ctx, 1)
 	waitFor(t, "the library to try the save again", func() bool { return reached.Load() >= 3 })
 
@@ -81,16 +90,7 @@ func TestRefusedSaveThatLandsKeepsVolume(t *testing.T) {
 	e := newEnv(t)
 	var refusing atomic.Bool
 	var reached atomic.Int32
-	refusing.Store(true)
-	e.refusePVs(&refusing, &reached)
-	claim := e.createClaim(newClaim())
-	pv := e.mustProvision()
-	store := controller.NewVolumeStoreQueue(e.p.LibraryClient(e.client),
-		workqueue.NewTypedItemExponentialFailureRateLimiter[any](time.Millisecond, 5*time.Millisecond),
-		e.claims.GetIndexer(), record.NewFakeRecorder(10))
-	if err := store.StoreVolume(claim, pv); err != nil {
-		t.Fatal(err)
-	}
+	store, pv := e.refusedSave(&refusing, &reached)
 	refusing.Store(false)
 	go store.Run(e.ctx, 1)
 	waitFor(t, "the library's retry to save the PV", func() bool { return !e.p.saves.Followed(pv.Name) })
