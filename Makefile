@@ -95,7 +95,7 @@ e2e-kind: ## tether from a `make release` bundle on a kind cluster (control plan
 
 CONFORMANCE_STACK ?= tether
 CONFORMANCE_FOCUS ?=
-conformance: tools ## Kubernetes' External Storage e2e suites for the local driver through tether, on two real nodes (CONFORMANCE_STACK=upstream: KCM's binder and EP v6.3.0 instead; CONFORMANCE_FOCUS narrows it); counts and JUnit in _artifacts/conformance-<stack>/
+conformance: tools ## Kubernetes' External Storage e2e suites for the local driver through tether, on two real nodes (CONFORMANCE_STACK=upstream: KCM's binder and EP v6.4.0 instead; CONFORMANCE_FOCUS narrows it); counts and JUnit in _artifacts/conformance-<stack>/
 	$(GO) test -count=1 -timeout 250m -v -run '^TestExternalStorage$$' ./test/conformance/ \
 	  -conformance.full -conformance.stack='$(CONFORMANCE_STACK)' -conformance.focus='$(CONFORMANCE_FOCUS)'
 
@@ -113,21 +113,21 @@ SIM_OUTCOMES ?=
 sim: ## the deterministic simulator: SIM_SCHEDULES seeded schedules from SIM_SEED (SIM_WITHOUT=forge,strip leaves actors out) against tether's own code (make test runs 10000); a failure prints its seed and trace; SIM_OUTCOMES=FILE writes each schedule's outcome line instead (diff two files to show a change left behaviour as it was)
 	GOGC=800 $(GO) run ./test/sim/cmd/sim -schedules=$(SIM_SCHEDULES) -seed=$(SIM_SEED) -without=$(SIM_WITHOUT) $(if $(SIM_OUTCOMES),-outcomes=$(SIM_OUTCOMES))
 
-bench-provisioner: tools ## tether binder+provisioner against KCM+external-provisioner v6.3.0 and the floor: 1000 Immediate claims, etcd on loopback and 2.5ms away (BENCH_N sizes, e.g. 10000,100000 adds the scaling between them; BENCH_QPS, BENCH_RUNS, BENCH_ONLY, BENCH_TETHER_WORKERS, BENCH_ETCD_DELAY, BENCH_PPROF)
+bench-provisioner: tools ## tether binder+provisioner against KCM+external-provisioner v6.4.0 and the floor: 1000 Immediate claims, etcd on loopback and 2.5ms away (BENCH_N sizes, e.g. 10000,100000 adds the scaling between them; BENCH_QPS, BENCH_RUNS, BENCH_ONLY, BENCH_TETHER_WORKERS, BENCH_ETCD_DELAY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -v -run '^TestBenchProvisioner$$' ./test/benchprov/
 
 bench-wffc: tools ## 200 pods with WaitForFirstConsumer claims through kube-scheduler, tether against KCM+EP, etcd on loopback and 2.5ms away (BENCH_N, BENCH_QPS, BENCH_RUNS=5, BENCH_ONLY, BENCH_ETCD_DELAY, BENCH_PPROF)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 60m -v -run '^TestBenchWFFC$$' ./test/benchprov/
 
-bench-capacity: tools ## capacity publishing on 2000 fake nodes x 3 WaitForFirstConsumer classes, tether's provisioner against EP v6.3.0, centralized: time to every CSIStorageCapacity, steady-state GetCapacity calls and API writes, a change's latency (BENCH_NODES, BENCH_POLL=30s, BENCH_QPS, BENCH_STEADY_POLLS, BENCH_CHANGES, BENCH_ONLY, BENCH_TIMEOUT)
+bench-capacity: tools ## capacity publishing on 2000 fake nodes x 3 WaitForFirstConsumer classes, tether's provisioner against EP v6.4.0, centralized: time to every CSIStorageCapacity, steady-state GetCapacity calls and API writes, a change's latency (BENCH_NODES, BENCH_POLL=30s, BENCH_QPS, BENCH_STEADY_POLLS, BENCH_CHANGES, BENCH_ONLY, BENCH_TIMEOUT)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 60m -v -run '^TestBenchCapacity$$' ./test/benchcap/
 
 .PHONY: bench-nodes
-bench-nodes: tools ## node-deployment mode at scale: 100,000 claims Bound on 100 nodes, 20 node-mode provisioners (each a process beside its own local driver, owning its node's 1,000), tether's then EP v6.3.0's: RSS and Go heap per process after sync and after new claims, time to sync, new claims' time to PV, the API server's watches and watch events per claim update (BENCH_N, BENCH_NODES, BENCH_CLUSTER_NODES, BENCH_NEW, BENCH_CHURN, BENCH_QPS, BENCH_ONLY=tether|ep, BENCH_TIMEOUT per wait (30m), BENCH_RESERVE_MIB)
+bench-nodes: tools ## node-deployment mode at scale: 100,000 claims Bound on 100 nodes, 20 node-mode provisioners (each a process beside its own local driver, owning its node's 1,000), tether's then EP v6.4.0's: RSS and Go heap per process after sync and after new claims, time to sync, new claims' time to PV, the API server's watches and watch events per claim update (BENCH_N, BENCH_NODES, BENCH_CLUSTER_NODES, BENCH_NEW, BENCH_CHURN, BENCH_QPS, BENCH_ONLY=tether|ep, BENCH_TIMEOUT per wait (30m), BENCH_RESERVE_MIB)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 150m -v -run '^TestBenchNodes$$' ./test/benchnodes/
 
 .PHONY: bench-slowdriver
-bench-slowdriver: tools ## tether against KCM+EP v6.3.0 through a driver that spends seconds per CreateVolume and DeleteVolume and goes on after its caller gave up: case slow (1000 claims, 2s, shipped defaults then equal settings, and the floor) and case slower (200 claims, 30s against a 10s --timeout) (BENCH_CASE, BENCH_N, BENCH_LATENCY, BENCH_SLOWER_N, BENCH_SLOWER_LATENCY, BENCH_QPS, BENCH_WORKERS, BENCH_ONLY, BENCH_ETCD_DELAY, BENCH_JITTER: each call's latency spread over +-that fraction by its volume)
+bench-slowdriver: tools ## tether against KCM+EP v6.4.0 through a driver that spends seconds per CreateVolume and DeleteVolume and goes on after its caller gave up: case slow (1000 claims, 2s, shipped defaults then equal settings, and the floor) and case slower (200 claims, 30s against a 10s --timeout) (BENCH_CASE, BENCH_N, BENCH_LATENCY, BENCH_SLOWER_N, BENCH_SLOWER_LATENCY, BENCH_QPS, BENCH_WORKERS, BENCH_ONLY, BENCH_ETCD_DELAY, BENCH_JITTER: each call's latency spread over +-that fraction by its volume)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 120m -v -run '^TestBenchSlowDriver$$' ./test/benchprov/
 
 # Mixed versions (test/upgrade, docs/upgrade.md): the previous version is a

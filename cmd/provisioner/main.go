@@ -212,7 +212,7 @@ func run(ctx context.Context, o options) error {
 	}
 	var publisher *capacity.Publisher
 	if o.capacity && !caps.GetCapacity {
-		// As external-provisioner v6.3.0, which runs on (its GetCapacity
+		// As external-provisioner v6.4.0, which runs on (its GetCapacity
 		// calls then fail): no capacity is published, and the log says why
 		// once.
 		klog.FromContext(ctx).Info("Warning: --enable-capacity is set, but the driver does not offer GET_CAPACITY: no CSIStorageCapacity is published", "driver", driver)

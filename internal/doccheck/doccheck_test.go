@@ -121,7 +121,7 @@ func TestRBACDocumented(t *testing.T) {
 	md := read(t, filepath.Join(r, "docs/deploy.md"))
 	doc, problems := DocGrants(md)
 	problems = append(problems, CompareGrants(doc, yml)...)
-	ep, err := RulesByResource(filepath.Join(r, "test/testdata/ep-v6.3.0/rbac.yaml"))
+	ep, err := RulesByResource(filepath.Join(r, "test/testdata/ep-v6.4.0/rbac.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,7 +175,7 @@ func TestRBACMutated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := RulesByResource(filepath.Join(r, "test/testdata/ep-v6.3.0/rbac.yaml"))
+	ep, err := RulesByResource(filepath.Join(r, "test/testdata/ep-v6.4.0/rbac.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -353,7 +353,7 @@ func RulesByResource(files ...string) (map[string][]string, error) {
 var onResource = regexp.MustCompile(`^(.*?)\s+on\s+([a-z/]+)\s*$`)
 
 // CheckEPTable checks docs/deploy.md's table "resource | tether's
-// provisioner uses | EP v6.3.0's rbac.yaml grants | enough?": each row's
+// provisioner uses | EP v6.4.0's rbac.yaml grants | enough?": each row's
 // EP column against EP's rules (its leading verbs; "nothing" or "a
 // commented-out rule" for none), and its tether column against tether's
 // (the leading verbs of each ";"-separated clause, "get on nodes" for one
@@ -361,9 +361,9 @@ var onResource = regexp.MustCompile(`^(.*?)\s+on\s+([a-z/]+)\s*$`)
 // tether's provisioner is granted has a row.
 func CheckEPTable(md string, tether, ep map[string][]string) []string {
 	var problems []string
-	rows, lines := tableRows(md, "resource", "tether's provisioner uses", "EP v6.3.0's rbac.yaml grants", "enough?")
+	rows, lines := tableRows(md, "resource", "tether's provisioner uses", "EP v6.4.0's rbac.yaml grants", "enough?")
 	if len(rows) == 0 {
-		return []string{"no table with the header | resource | tether's provisioner uses | EP v6.3.0's rbac.yaml grants | enough? |"}
+		return []string{"no table with the header | resource | tether's provisioner uses | EP v6.4.0's rbac.yaml grants | enough? |"}
 	}
 	seen := map[string]bool{}
 	for i, cells := range rows {

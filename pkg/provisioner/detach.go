@@ -15,7 +15,7 @@ import (
 // VolumeAttachment names its PV. For any other driver a VolumeAttachment
 // is the attach/detach controller's bookkeeping (a CSIDriver that leaves
 // attachRequired at its default), which the driver never acts on, and
-// EP v6.3.0 does not look at it.
+// EP v6.4.0 does not look at it.
 //
 // The wait is normal (a workload and its claim deleted together), so it
 // makes a Normal event on the PV, as external-provisioner v6.4.0 does, at

@@ -332,7 +332,7 @@ func (p *Provisioner) cloneSource(ctx context.Context, claim *v1.PersistentVolum
 		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: pv.Spec.CSI.VolumeHandle}}}, src, nil
 }
 
-// Restores from a VolumeSnapshot, as external-provisioner v6.3.0 does them:
+// Restores from a VolumeSnapshot, as external-provisioner v6.4.0 does them:
 // the snapshot must be ready, bound to a VolumeSnapshotContent of this
 // driver that points back at it, with a restore size no larger than the
 // request; a change of volume mode needs the content's

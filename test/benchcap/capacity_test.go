@@ -1,5 +1,5 @@
 // Package benchcap measures capacity publishing on many nodes: tether's
-// provisioner against external-provisioner v6.3.0 (EP), each in
+// provisioner against external-provisioner v6.4.0 (EP), each in
 // centralized mode with --enable-capacity, on a local control plane with
 // BENCH_NODES fake nodes, each its own topology segment, and three
 // WaitForFirstConsumer classes, against a CSI driver of the bench's own

@@ -3,7 +3,7 @@
 // BENCH_CLUSTER_NODES nodes, and BENCH_NODES node-mode provisioners, each a
 // process beside a driver of its own as a DaemonSet's pod would run them,
 // each owning the claims of its node. tether's provisioner and
-// external-provisioner v6.3.0 (EP) run in turn in the same invocation, on
+// external-provisioner v6.4.0 (EP) run in turn in the same invocation, on
 // the same cluster. Per process: memory after its caches synced and after
 // new claims, the time to sync; the new claims' time to a PV; the API
 // server's watches and what it sends them during a churn of claim label

@@ -1,6 +1,6 @@
 // Package benchprov measures dynamic provisioning end to end: tether's
 // binder and provisioner against kube-controller-manager's binder and the
-// upstream external-provisioner v6.3.0, on a local control plane.
+// upstream external-provisioner v6.4.0, on a local control plane.
 // `make bench-provisioner` and `make bench-wffc`; the tests skip themselves
 // unless TETHER_BENCH is set.
 package benchprov

@@ -28,7 +28,7 @@ import (
 // make bench-slowdriver: claims through a driver that spends seconds in
 // every CreateVolume and DeleteVolume (slowBackend in front of the mock),
 // tether's binder and provisioner against KCM's binder and
-// external-provisioner v6.3.0. Two cases, each one invocation:
+// external-provisioner v6.4.0. Two cases, each one invocation:
 //
 //   - slow: BENCH_N claims (1000), BENCH_LATENCY (2s) per call; both
 //     pairs at their shipped defaults, then at equal settings (BENCH_QPS,

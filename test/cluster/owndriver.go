@@ -8,9 +8,9 @@ import (
 // The recipe of docs/own-driver.md, as a platform team would write it for
 // a driver of its own. The driver is the csi-test mock driver, deployed as
 // driver charts deploy a controller: a Deployment with the driver container
-// and external-provisioner (EP) v6.3.0's csi-provisioner sidecar beside it
+// and external-provisioner (EP) v6.4.0's csi-provisioner sidecar beside it
 // on a unix socket in an emptyDir, EP's ServiceAccount and RBAC exactly as
-// EP ships them (test/testdata/ep-v6.3.0/rbac.yaml) in the driver's own
+// EP ships them (test/testdata/ep-v6.4.0/rbac.yaml) in the driver's own
 // namespace, a CSIDriver and an Immediate StorageClass.
 const (
 	OwnDriverName      = "mock.csi.tether.example"
@@ -18,7 +18,7 @@ const (
 	OwnDriverClass     = "csi-mock"
 	OwnDriverDeploy    = "csi-mock-controller"
 	// OwnDriverEPImage is where charts take EP from; the component swaps it.
-	OwnDriverEPImage = "registry.k8s.io/sig-storage/csi-provisioner:v6.3.0"
+	OwnDriverEPImage = "registry.k8s.io/sig-storage/csi-provisioner:v6.4.0"
 )
 
 // ownDriverFiles are the driver's manifests, as its chart would render
@@ -144,7 +144,7 @@ patches:
 `
 
 // WriteOwnDriverTree writes into dir: deploy/ (a copy of the repository's),
-// own/ (OwnRecipe over the driver in own/driver, with EP v6.3.0's RBAC
+// own/ (OwnRecipe over the driver in own/driver, with EP v6.4.0's RBAC
 // from test/testdata) and, if harness is set, harness/kustomization.yaml:
 // what a test adds over the recipe (images as its nodes have them, say).
 func WriteOwnDriverTree(t T, dir, harness string) {
@@ -160,7 +160,7 @@ func WriteOwnDriverTree(t T, dir, harness string) {
 	for name, text := range ownDriverFiles {
 		files["own/driver/"+name] = text
 	}
-	rbac, err := os.ReadFile(filepath.Join(root, "test", "testdata", "ep-v6.3.0", "rbac.yaml"))
+	rbac, err := os.ReadFile(filepath.Join(root, "test", "testdata", "ep-v6.4.0", "rbac.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

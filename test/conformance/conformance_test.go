@@ -22,7 +22,7 @@ var (
 		"run every External Storage test of the driver (make conformance); without it, the short part (make test)")
 	stack = flag.String("conformance.stack", stackTether,
 		"what binds and provisions: tether (its binder and provisioner), or upstream (KCM's binder and EP "+
-			"v6.3.0, the comparison run)")
+			"v6.4.0, the comparison run)")
 	focus = flag.String("conformance.focus", "", "a regular expression that narrows the run further (a spec's name)")
 )
 

@@ -139,7 +139,7 @@ func findContainer(d *appsv1.Deployment, name string) *corev1.Container {
 // changes, to tether's of the release deploy/csi names (its arguments, env,
 // mounts, ports and probe stay EP's), no other
 // workload gains a container, the binder comes without deploy/csi's own
-// provisioner, and the extra RBAC plus EP v6.3.0's ClusterRole grant every
+// provisioner, and the extra RBAC plus EP v6.4.0's ClusterRole grant every
 // rule deploy/csi gives tether's provisioner but the opt-in secrets.
 func TestOwnDriverComponent(t *testing.T) {
 	dir := ownDriverTree(t, "")
@@ -255,7 +255,7 @@ func TestOwnDriverComponent(t *testing.T) {
 		return decodeAll(t, data)
 	}
 	tetherCR, tetherRole := roles(read("deploy/csi/base/rbac-provisioner.yaml"), "tether-provisioner", "tether-provisioner")
-	epCR, epRole := roles(read("test/testdata/ep-v6.3.0/rbac.yaml"), "external-provisioner-runner", "external-provisioner-cfg")
+	epCR, epRole := roles(read("test/testdata/ep-v6.4.0/rbac.yaml"), "external-provisioner-runner", "external-provisioner-cfg")
 	if tetherCR == nil || tetherRole == nil || epCR == nil || epRole == nil {
 		t.Fatal("deploy/csi's or EP's provisioner roles not found")
 	}

@@ -28,7 +28,7 @@ images:
 `
 
 // ownDriver runs "Use with your own driver": the csi-test mock driver in
-// EP v6.3.0's layout, switched to tether with deploy/components; a claim
+// EP v6.4.0's layout, switched to tether with deploy/components; a claim
 // of its class is provisioned by tether's provisioner in the driver's pod,
 // bound by tether's binder, deleted (the driver logs the DeleteVolume),
 // and the recipe removed.

@@ -28,7 +28,7 @@ import (
 // for its volumes (made here by the test, and deleted a while after the
 // claims): DeleteVolume calls per volume, the time from Released to PV
 // gone, and Warning events; and five clones of one source made at once.
-// The same scenario runs against external-provisioner v6.3.0 with KCM's
+// The same scenario runs against external-provisioner v6.4.0 with KCM's
 // binder, for the figures beside tether's.
 
 const (
@@ -72,7 +72,7 @@ func (d deleteCost) String() string {
 
 // costStack starts a control plane with KCM's protection controllers, the
 // mock driver (mockArgs) behind a counting proxy, and tether's provisioner
-// and binder, or (upstream) external-provisioner v6.3.0 and KCM's binder.
+// and binder, or (upstream) external-provisioner v6.4.0 and KCM's binder.
 func costStack(t *testing.T, upstream bool, epArgs []string, mockArgs ...string) (*cluster.Cluster, *countingProxy) {
 	t.Helper()
 	controllers := protectionControllers
@@ -258,7 +258,7 @@ func countEvents(t *testing.T, c *cluster.Cluster, d *deleteCost) {
 // TestDeleteCost: beside a driver without PUBLISH_UNPUBLISH_VOLUME, an
 // attached volume is deleted at once (as external-provisioner does), with
 // one DeleteVolume and no Warning; five clones of one source make no
-// conflict Warning. The same run against external-provisioner v6.3.0 and
+// conflict Warning. The same run against external-provisioner v6.4.0 and
 // KCM's binder gives the figures to compare: with EP's own client rate
 // (5 queries a second, bursts of 10), and with tether's (1000, 2000).
 func TestDeleteCost(t *testing.T) {
@@ -270,8 +270,8 @@ func TestDeleteCost(t *testing.T) {
 		epArgs   []string
 	}{
 		{name: "tether"},
-		{name: "external-provisioner v6.3.0 and KCM", upstream: true},
-		{name: "external-provisioner v6.3.0 at tether's client rate, and KCM", upstream: true,
+		{name: "external-provisioner v6.4.0 and KCM", upstream: true},
+		{name: "external-provisioner v6.4.0 at tether's client rate, and KCM", upstream: true,
 			epArgs: []string{"--kube-api-qps=1000", "--kube-api-burst=2000"}},
 	} {
 		name, upstream := stack.name, stack.upstream

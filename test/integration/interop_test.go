@@ -23,7 +23,7 @@ func TestInteropOurProvisionerWithKCMBinder(t *testing.T) {
 }
 
 // TestInteropUpstreamProvisionerWithOurBinder: the upstream
-// external-provisioner v6.3.0 provisions, our binder annotates and binds.
+// external-provisioner v6.4.0 provisions, our binder annotates and binds.
 func TestInteropUpstreamProvisionerWithOurBinder(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Controllers: protectionControllers})
 	mock := startMock(t, c, mockName, "")

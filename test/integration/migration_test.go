@@ -30,7 +30,7 @@ import (
 const ebsDriver = "ebs.csi.aws.com"
 
 // migrationWorld is one cluster switched between the upstream pair
-// (external-provisioner v6.3.0 + KCM's binder) and tether.
+// (external-provisioner v6.4.0 + KCM's binder) and tether.
 type migrationWorld struct {
 	t    *testing.T
 	c    *cluster.Cluster
@@ -242,7 +242,7 @@ func (w *migrationWorld) handBack() string {
 }
 
 // TestMigrationBothWays is the brownfield switch: external-provisioner
-// v6.3.0 and KCM's binder provision and bind a mix of volumes; tether takes
+// v6.4.0 and KCM's binder provision and bind a mix of volumes; tether takes
 // over and deletes, binds, provisions and releases them; then the upstream
 // pair takes back what tether made. Every backend volume is accounted for
 // at each step.

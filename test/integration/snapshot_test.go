@@ -287,7 +287,7 @@ func TestLocalRestore(t *testing.T) {
 }
 
 // TestInteropUpstreamProvisionerRestoresWithOurBinder: external-provisioner
-// v6.3.0 restores a claim from a VolumeSnapshot and our binder binds it, as
+// v6.4.0 restores a claim from a VolumeSnapshot and our binder binds it, as
 // with tether's provisioner.
 func TestInteropUpstreamProvisionerRestoresWithOurBinder(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Controllers: protectionControllers})

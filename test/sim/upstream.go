@@ -26,7 +26,7 @@ import (
 // again until it leaves nothing; and back: start tether again. EP is a
 // model: the same library (library.go) calling a provisioner that keeps no
 // record (CreateVolume by the claim's UID, the PV from its answer, no
-// clones), after EP v6.3.0's provisioner where it matters here. KCM's
+// clones), after EP v6.4.0's provisioner where it matters here. KCM's
 // binder is tether's binder without the record drop (binder.Options.KeepRecords):
 // its decisions are the same for what the sim checks. EP's own leaks (a
 // claim deleted while its CreateVolume goes on: EP#486) and EP's deletes

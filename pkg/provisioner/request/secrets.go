@@ -23,7 +23,7 @@ const (
 )
 
 // DeletionSecretRef is the secret a PV's DeleteVolume carries, decided as
-// external-provisioner v6.3.0 does:
+// external-provisioner v6.4.0 does:
 //   - when the PV has both deletion-secret annotations, they name it, and
 //     empty ones (which EP writes on every PV of a class without a
 //     provisioner secret) mean no secret;
