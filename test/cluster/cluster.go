@@ -105,6 +105,11 @@ func Start(t T, opts Options) *Cluster {
 		// envtest turns ServiceAccount admission off; pods that talk to
 		// the API server need it (their token volume).
 		api.Configure().Disable("disable-admission-plugins")
+	} else {
+		// A control plane on loopback advertises a loopback address, which
+		// kube-apiserver 1.37 refuses while it keeps the kubernetes
+		// Service's endpoints; without nodes no pod reads them.
+		api.Configure().Set("endpoint-reconciler-type", "none")
 	}
 	if opts.EtcdDelay > 0 {
 		delayEtcd(t, env, opts.EtcdDelay)
