@@ -38,7 +38,12 @@ func TestBinderKeepsWhatItDoesNotRead(t *testing.T) {
 	pvc.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"kind":"PersistentVolumeClaim"}`, "example.com/owner": "ops"}
 	pvc.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}
 	pvc = mustCreate(t, pvcs.Create, pvc)
-	pvc.Status.Conditions = []corev1.PersistentVolumeClaimCondition{{Type: "example.com/Reviewed", Status: corev1.ConditionTrue}}
+	// Unused is KCM 1.37's (beta, on by default): whether a pod uses the
+	// claim, written by another controller; the binder must keep it.
+	pvc.Status.Conditions = []corev1.PersistentVolumeClaimCondition{
+		{Type: "example.com/Reviewed", Status: corev1.ConditionTrue},
+		{Type: "Unused", Status: corev1.ConditionTrue, Reason: "NoPodsUsingClaim", LastTransitionTime: metav1.Now()},
+	}
 	if _, err := pvcs.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +74,12 @@ func checkClaimKept(t *testing.T, got, want *corev1.PersistentVolumeClaim) {
 	if q := got.Spec.Resources.Limits[corev1.ResourceStorage]; q.String() != "2Gi" {
 		t.Errorf("the claim lost its limit: %v", got.Spec.Resources.Limits)
 	}
-	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != "example.com/Reviewed" {
-		t.Errorf("the claim lost its condition: %+v", got.Status.Conditions)
+	var types []corev1.PersistentVolumeClaimConditionType
+	for _, c := range got.Status.Conditions {
+		types = append(types, c.Type)
+	}
+	if !reflect.DeepEqual(types, []corev1.PersistentVolumeClaimConditionType{"example.com/Reviewed", "Unused"}) {
+		t.Errorf("the claim lost its conditions: %+v", got.Status.Conditions)
 	}
 }
 
@@ -85,5 +94,8 @@ func checkVolumeKept(t *testing.T, got, want *corev1.PersistentVolume) {
 	}
 	if got.Status.Reason != "ReviewedByOps" {
 		t.Errorf("the volume lost its status reason: %+v", got.Status)
+	}
+	if got.Status.LastPhaseTransitionTime == nil {
+		t.Errorf("the volume has no lastPhaseTransitionTime: %+v", got.Status)
 	}
 }
