@@ -106,7 +106,6 @@ var ignoredFlags = map[string]string{
 	"automaxprocs":                   "Go sets GOMAXPROCS from the container's CPU limit by itself",
 	"capacity-threads":               "one loop refreshes capacity",
 	"snapshot-orphan-sweep-interval": "restored snapshots are released on claim events, with no sweep",
-	"controller-publish-readonly":    "PVs of read-only claims do not get csi.readOnly",
 	"log-text-split-stream":          "alpha logging option: one stream",
 	"log-text-info-buffer-size":      "alpha logging option: no buffer",
 	"log-json-split-stream":          "only the text log format",
@@ -129,6 +128,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.request.VolumeNameUUIDLen, "volume-name-uuid-length", o.request.VolumeNameUUIDLen, "Cut the claim UID in volume names to this length; negative keeps it whole.")
 	fs.StringVar(&o.request.DefaultFSType, "default-fstype", "", "Filesystem type when the class names none.")
 	fs.BoolVar(&o.request.ExtraCreateMetadata, "extra-create-metadata", false, "Pass the claim's name and namespace and the PV's name to CreateVolume as parameters.")
+	fs.BoolVar(&o.request.ControllerPublishReadOnly, "controller-publish-readonly", false, "Give the PV of a claim whose only access mode is ReadOnlyMany csi.readOnly: true, which an attacher passes to ControllerPublishVolume.")
 	fs.DurationVar(&o.retryStart, "retry-interval-start", o.retryStart, "First retry interval after a failed provisioning or deletion; it doubles up to --retry-interval-max.")
 	fs.DurationVar(&o.retryMax, "retry-interval-max", o.retryMax, "Longest retry interval.")
 	fs.UintVar(&o.workers, "worker-threads", o.workers, "Provisioning and deletion workers: the number of CSI calls at once.")
@@ -188,7 +188,6 @@ func addCompatFlags(fs *flag.FlagSet, c *compatOptions) {
 	fs.DurationVar(&d, "snapshot-orphan-sweep-interval", 5*time.Minute, ignored("snapshot-orphan-sweep-interval"))
 	fs.BoolVar(&c.preventModeConversion, "prevent-volume-mode-conversion", c.preventModeConversion,
 		"Refuse to restore a snapshot into another volume mode than its source's, unless its VolumeSnapshotContent has "+request.AnnAllowVolumeModeChange+"=true. Clones across volume modes are always refused.")
-	fs.BoolVar(&b, "controller-publish-readonly", false, ignored("controller-publish-readonly"))
 	fs.BoolVar(&b, "log-text-split-stream", false, ignored("log-text-split-stream"))
 	fs.StringVar(&s, "log-text-info-buffer-size", "", ignored("log-text-info-buffer-size"))
 	fs.BoolVar(&b, "log-json-split-stream", false, ignored("log-json-split-stream"))

@@ -170,6 +170,11 @@ func TestCompatFlags(t *testing.T) {
 				t.Errorf("capacity %v %d", o.compat.capacityQPS, o.compat.capacityBurst)
 			}
 		}},
+		{name: "controller-publish-readonly reaches the request options", args: []string{"--controller-publish-readonly"}, check: func(t *testing.T, o options) {
+			if !o.request.ControllerPublishReadOnly {
+				t.Error("ControllerPublishReadOnly not set")
+			}
+		}},
 		{name: "zero cloning workers", args: []string{"--cloning-protection-threads=0"}, wantErr: "at least 1"},
 		{name: "log flush", args: []string{"--log-flush-frequency=1s"}, check: func(t *testing.T, o options) {
 			if o.compat.logFlush != time.Second {

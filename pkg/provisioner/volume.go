@@ -35,6 +35,7 @@ func (p *Provisioner) volumeFor(ctx context.Context, resp *csi.CreateVolumeRespo
 		Name: in.Name, Driver: p.o.Driver.DriverName(), Identity: p.o.Identity, Claim: in.Claim,
 		ReclaimPolicy: request.ReclaimPolicy(in.Class), MountOptions: in.Class.MountOptions,
 		FSType: request.ChosenFSType(prep.params, p.o.Request.DefaultFSType), Secrets: prep.secretRefs,
+		ControllerPublishReadOnly: p.o.Request.ControllerPublishReadOnly,
 	})
 	if err == nil && in.Migrated {
 		pv, err = migration.ToInTree(pv)

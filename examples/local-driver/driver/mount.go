@@ -130,23 +130,53 @@ func within(path, dir string) bool {
 	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
 }
 
-// bindMount mounts source at target, then makes it read-only if asked.
-// Linux ignores MS_RDONLY on the first bind; it takes a remount.
+// bindMount mounts source at target, read-only if asked.
 func bindMount(source, target string, readOnly bool) error {
+	if readOnly {
+		return bindReadOnly(source, target)
+	}
 	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
 		return mountError("bind-mounting "+source+" at "+target, err)
-	}
-	if readOnly {
-		if err := remountReadOnly(target); err != nil {
-			_ = unix.Unmount(target, 0)
-			return err
-		}
 	}
 	return nil
 }
 
-func remountReadOnly(target string) error {
+// bindReadOnly mounts source at target read-only, in every mount namespace
+// the target propagates to: kubelet's and the container runtime's, which
+// make the pod's mount from it. A remount after the bind would make only
+// the driver's own copy read-only, since a mount's flags do not propagate;
+// so the copy is made read-only while detached (open_tree, mount_setattr)
+// and then attached (move_mount), and every propagated copy is read-only
+// from its start. A kernel without that API (before Linux 5.12) gets the
+// bind and the remount, read-only in the driver's namespace only.
+func bindReadOnly(source, target string) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if errors.Is(err, unix.ENOSYS) {
+		return bindThenRemount(source, target)
+	}
+	if err != nil {
+		return mountError("cloning the mount of "+source, err)
+	}
+	defer unix.Close(fd)
+	err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+	if errors.Is(err, unix.ENOSYS) {
+		return bindThenRemount(source, target)
+	}
+	if err != nil {
+		return mountError("making the mount of "+source+" read-only", err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return mountError("mounting "+source+" read-only at "+target, err)
+	}
+	return nil
+}
+
+func bindThenRemount(source, target string) error {
+	if err := bindMount(source, target, false); err != nil {
+		return err
+	}
 	if err := unix.Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		_ = unix.Unmount(target, 0)
 		return mountError("remounting "+target+" read-only", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
@@ -71,9 +72,13 @@ func (d *Driver) nodePublishVolume(req *csi.NodePublishVolumeRequest) (*csi.Node
 		return &csi.NodePublishVolumeResponse{}, nil
 	case readOnly:
 		// Read-write where read-only is asked: a publish that stopped
-		// between its bind and its remount. Finishing it only takes
-		// writing away, never grants it.
-		if err := remountReadOnly(target); err != nil {
+		// between the bind and the remount of bindReadOnly's fallback.
+		// It is mounted again read-only (a remount would not reach the
+		// propagated copies); that only takes writing away, never grants it.
+		if err := unix.Unmount(target, 0); err != nil {
+			return nil, status.Error(codes.Internal, mountError("unmounting "+target, err).Error())
+		}
+		if err := bindMount(source, target, true); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 		return &csi.NodePublishVolumeResponse{}, nil

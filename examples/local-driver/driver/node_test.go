@@ -130,6 +130,51 @@ func TestPublishFinishesReadOnly(t *testing.T) {
 	}
 }
 
+// TestPublishReadOnlyReachesPeers: a read-only publish is read-only in
+// every copy of the target that mount propagation makes, as in kubelet's
+// mount namespace, where the container runtime makes the pod's mount. The
+// peer here is a bind of a shared folder, in the test's own namespace.
+func TestPublishReadOnlyReachesPeers(t *testing.T) {
+	requireMounts(t)
+	td := newTestDriver(t, 10*gi)
+	td.mustCreate("v", gi)
+	shared, peer := t.TempDir(), t.TempDir()
+	for _, step := range []struct {
+		source, target string
+		flags          uintptr
+	}{
+		{shared, shared, unix.MS_BIND},
+		{"", shared, unix.MS_PRIVATE},
+		{"", shared, unix.MS_SHARED},
+		{shared, peer, unix.MS_BIND},
+	} {
+		if err := unix.Mount(step.source, step.target, "", step.flags, ""); err != nil {
+			t.Fatalf("mount %s at %s (flags %#x): %v", step.source, step.target, step.flags, err)
+		}
+	}
+	t.Cleanup(func() { _ = unmountAll(peer); _ = unmountAll(shared) })
+	p := filepath.Join(shared, "target")
+	t.Cleanup(func() { _ = unmountAll(p); _ = unmountAll(filepath.Join(peer, "target")) })
+	if _, err := td.node.NodePublishVolume(context.Background(), publishReq("v", p, csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, true)); err != nil {
+		t.Fatal(err)
+	}
+	copyOf := filepath.Join(peer, "target")
+	if mounted, err := isMountPoint(copyOf); err != nil || !mounted {
+		t.Fatalf("the publish did not propagate to %s: %v, %v", copyOf, mounted, err)
+	}
+	for _, at := range []string{p, copyOf} {
+		if err := os.WriteFile(filepath.Join(at, "nope"), nil, 0o644); !errors.Is(err, unix.EROFS) {
+			t.Errorf("write through %s: %v, want EROFS", at, err)
+		}
+	}
+	if _, err := td.node.NodeUnpublishVolume(context.Background(), &csi.NodeUnpublishVolumeRequest{VolumeId: "v", TargetPath: p}); err != nil {
+		t.Fatal(err)
+	}
+	if mounted, err := isMountPoint(copyOf); err != nil || mounted {
+		t.Errorf("the copy at %s after unpublish: mounted %v, %v", copyOf, mounted, err)
+	}
+}
+
 func TestNodeRefusals(t *testing.T) {
 	td := newTestDriver(t, 10*gi)
 	td.mustCreate("v", gi)

@@ -31,6 +31,19 @@ type PVInput struct {
 	FSType        string
 	// Secrets are the resolved references the PV carries, by kind.
 	Secrets map[SecretKind]*v1.SecretReference
+	// ControllerPublishReadOnly is Options.ControllerPublishReadOnly.
+	ControllerPublishReadOnly bool
+}
+
+// PublishReadOnly reports whether the PV of a claim with these access
+// modes gets csi.readOnly, the readonly field an attacher passes to
+// ControllerPublishVolume. As external-provisioner: only with
+// --controller-publish-readonly, and only when ReadOnlyMany is the claim's
+// one access mode (its request's one capability is MULTI_NODE_READER_ONLY),
+// whatever the volume mode. Kubelet does not read the field: the mount a
+// pod gets is read-only by the pod's own readOnly, or by the driver.
+func PublishReadOnly(modes []v1.PersistentVolumeAccessMode, controllerPublishReadOnly bool) bool {
+	return controllerPublishReadOnly && len(modes) == 1 && modes[0] == v1.ReadOnlyMany
 }
 
 // BuildPV turns a CreateVolume answer into the PV to save. It is pure. The
@@ -74,6 +87,7 @@ func BuildPV(resp *csi.CreateVolumeResponse, in PVInput) (*v1.PersistentVolume, 
 		NodePublishSecretRef:       in.Secrets[NodePublishSecret],
 		ControllerExpandSecretRef:  in.Secrets[ControllerExpandSecret],
 		NodeExpandSecretRef:        in.Secrets[NodeExpandSecret],
+		ReadOnly:                   PublishReadOnly(in.Claim.Spec.AccessModes, in.ControllerPublishReadOnly),
 	}
 	if !isBlock(in.Claim) {
 		source.FSType = in.FSType

@@ -39,6 +39,10 @@ type Options struct {
 	// controller capability, so ReadWriteOnce and ReadWriteOncePod map to
 	// the single-node multi- and single-writer modes (see AccessModeOf).
 	SingleNodeMultiWriter bool
+	// ControllerPublishReadOnly is --controller-publish-readonly: the PV
+	// of a claim whose only access mode is ReadOnlyMany gets csi.readOnly
+	// (PublishReadOnly).
+	ControllerPublishReadOnly bool
 }
 
 // Input is one claim's provisioning input, already read from the API.
