@@ -37,8 +37,10 @@ func (sizedDriver) GetCapacity(context.Context, *csi.GetCapacityRequest) (*csi.G
 // of any kind on a real API server, as external-provisioner does: a pod
 // of a Job of a CronJob (made by hand, no controller runs) has the
 // CronJob at level 2, which then owns the published CSIStorageCapacity
-// objects. With external-provisioner's Role (get on pods and
-// replicasets) level 1 works and level 2 is refused, naming the kind.
+// objects, in the publisher and in the provisioner run with
+// --capacity-ownerref-level=2 and POD_NAME naming that pod. With
+// external-provisioner's Role (get on pods and replicasets) level 1 works
+// and level 2 is refused, naming the kind.
 func TestCapacityOwnerAnyKind(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	ctx, cs, ns := t.Context(), c.Client, "default"
@@ -121,6 +123,26 @@ func TestCapacityOwnerAnyKind(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "needs get on Job") {
 			t.Errorf("level 2 with external-provisioner's Role: %v, want a refusal naming Job", err)
 		}
+	})
+
+	t.Run("the provisioner", func(t *testing.T) {
+		// Its own Role would need get on jobs: the admin's identity.
+		cluster.StartLocalStack(t, c, cluster.StackOptions{Nodes: 1,
+			ProvisionerArgs: []string{"--capacity-ownerref-level=2", "--capacity-threads=2"},
+			ProvisionerEnv:  []string{"POD_NAME=" + pod.Name}})
+		createCSIClass(t, c, "owned", localDriver, "Delete", storagev1.VolumeBindingWaitForFirstConsumer)
+		eventually(t, "capacity owned by the CronJob", func(ctx context.Context) (bool, error) {
+			list, err := cs.StorageV1().CSIStorageCapacities(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, o := range list.Items {
+				if o.StorageClassName == "owned" {
+					return len(o.OwnerReferences) == 1 && o.OwnerReferences[0].UID == cron.UID, nil
+				}
+			}
+			return false, nil
+		})
 	})
 
 	t.Run("published objects", func(t *testing.T) {
