@@ -126,6 +126,9 @@ func checkOptions(o options) error {
 		if o.capacityPoll <= 0 {
 			return fmt.Errorf("--capacity-poll-interval must be positive, got %s", o.capacityPoll)
 		}
+		if o.capacityThreads == 0 {
+			return fmt.Errorf("--capacity-threads must be at least 1")
+		}
 	}
 	return nil
 }

@@ -59,6 +59,8 @@ func TestCheckOptions(t *testing.T) {
 		{"capacity owner without POD_NAME", []string{"--enable-capacity"}, podEnv{namespace: "kube-system"}, "POD_NAME"},
 		{"capacity without an owner", []string{"--enable-capacity", "--capacity-ownerref-level=-1"}, podEnv{namespace: "kube-system"}, ""},
 		{"capacity never polled", []string{"--enable-capacity", "--capacity-poll-interval=0s"}, pod, "--capacity-poll-interval"},
+		{"capacity without threads", []string{"--enable-capacity", "--capacity-threads=0"}, pod, "--capacity-threads"},
+		{"capacity threads unused", []string{"--capacity-threads=0"}, pod, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := defaultOptions()

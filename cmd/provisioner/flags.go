@@ -42,6 +42,7 @@ type options struct {
 	capacityImmediate             bool
 	capacityPoll                  time.Duration
 	capacityOwnerLevel            int
+	capacityThreads               uint
 	orphans                       sweep.Options
 	clusterID                     string
 	handBack                      bool
@@ -89,6 +90,7 @@ func defaultOptions() options {
 		node:               provisioner.NodeDeployment{ImmediateBinding: true, BaseDelay: 20 * time.Second, MaxDelay: 60 * time.Second},
 		capacityPoll:       time.Minute,
 		capacityOwnerLevel: 1,
+		capacityThreads:    1,
 		orphans:            sweep.Options{Policy: sweep.Report, Interval: 10 * time.Minute, MinAge: time.Hour},
 		nodeLossGrace:      nodeloss.DefaultGrace,
 		compat: compatOptions{metricsPath: "/metrics", loggingFormat: "text", logFlush: 5 * time.Second, cloningThreads: 2,
@@ -104,7 +106,6 @@ var ignoredFlags = map[string]string{
 	"feature-gates":                  "EP's feature gates switch EP features; tether has no gates",
 	"leader-election-labels":         "the Lease gets no extra labels",
 	"automaxprocs":                   "Go sets GOMAXPROCS from the container's CPU limit by itself",
-	"capacity-threads":               "one loop refreshes capacity",
 	"snapshot-orphan-sweep-interval": "restored snapshots are released on claim events, with no sweep",
 	"log-text-split-stream":          "alpha logging option: one stream",
 	"log-text-info-buffer-size":      "alpha logging option: no buffer",
@@ -144,7 +145,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.capacity, "enable-capacity", false, "Publish CSIStorageCapacity objects from the driver's GetCapacity (namespace from NAMESPACE, owner from POD_NAME).")
 	fs.BoolVar(&o.capacityImmediate, "capacity-for-immediate-binding", false, "Also publish capacity for Immediate classes.")
 	fs.DurationVar(&o.capacityPoll, "capacity-poll-interval", o.capacityPoll, "How often capacity is asked for again.")
-	fs.IntVar(&o.capacityOwnerLevel, "capacity-ownerref-level", o.capacityOwnerLevel, "Owner of the capacity objects: 0 this pod, 1 its DaemonSet or ReplicaSet, 2 the Deployment; negative for none.")
+	fs.IntVar(&o.capacityOwnerLevel, "capacity-ownerref-level", o.capacityOwnerLevel, "Owner of the capacity objects: 0 this pod, 1 its controller (DaemonSet, StatefulSet, ReplicaSet), 2 that one's (the Deployment), and so on, any kind; negative for none.")
+	fs.UintVar(&o.capacityThreads, "capacity-threads", o.capacityThreads, "GetCapacity calls a capacity refresh makes at a time.")
 	fs.StringVar((*string)(&o.orphans.Policy), "orphan-policy", string(o.orphans.Policy), "What the orphan sweep does with a backend volume that has our name prefix but no PV and no in-flight claim: report (a metric and an event) or delete.")
 	fs.DurationVar(&o.orphans.Interval, "orphan-sweep-interval", o.orphans.Interval, "How often the orphan sweep lists the driver's volumes (when it has LIST_VOLUMES); 0 turns it off.")
 	fs.DurationVar(&o.orphans.MinAge, "orphan-min-age", o.orphans.MinAge, "With --orphan-policy=delete, how long a volume must have been seen orphaned before it is deleted.")
@@ -180,11 +182,9 @@ func addCompatFlags(fs *flag.FlagSet, c *compatOptions) {
 		_, err := strconv.ParseBool(s)
 		return err
 	})
-	var u uint
 	var d time.Duration
 	var b bool
 	var s string
-	fs.UintVar(&u, "capacity-threads", 1, ignored("capacity-threads"))
 	fs.DurationVar(&d, "snapshot-orphan-sweep-interval", 5*time.Minute, ignored("snapshot-orphan-sweep-interval"))
 	fs.BoolVar(&c.preventModeConversion, "prevent-volume-mode-conversion", c.preventModeConversion,
 		"Refuse to restore a snapshot into another volume mode than its source's, unless its VolumeSnapshotContent has "+request.AnnAllowVolumeModeChange+"=true. Clones across volume modes are always refused.")

@@ -165,6 +165,11 @@ func TestCompatFlags(t *testing.T) {
 		{name: "automaxprocs=false", args: []string{"--automaxprocs=false"}},
 		{name: "automaxprocs=nonsense", args: []string{"--automaxprocs=x"}, wantErr: "invalid"},
 		{name: "a positional argument is refused, not a silent stop", args: []string{"--leader-election", "true", "--timeout=1s"}, wantErr: "unexpected argument"},
+		{name: "capacity threads", args: []string{"--capacity-threads=4"}, check: func(t *testing.T, o options) {
+			if o.capacityThreads != 4 {
+				t.Errorf("capacity threads %d", o.capacityThreads)
+			}
+		}},
 		{name: "capacity client limits", args: []string{"--kube-api-capacity-qps=1", "--kube-api-capacity-burst=5"}, check: func(t *testing.T, o options) {
 			if o.compat.capacityQPS != 1 || o.compat.capacityBurst != 5 {
 				t.Errorf("capacity %v %d", o.compat.capacityQPS, o.compat.capacityBurst)
@@ -211,7 +216,7 @@ func TestGivenIgnored(t *testing.T) {
 	for _, g := range got {
 		names = append(names, strings.Fields(g)[0])
 	}
-	want := []string{"--capacity-threads", "--feature-gates", "--snapshot-orphan-sweep-interval"}
+	want := []string{"--feature-gates", "--snapshot-orphan-sweep-interval"} // --capacity-threads is honoured
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("ignored %v, want %v", got, want)
 	}

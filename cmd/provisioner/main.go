@@ -218,20 +218,25 @@ func run(ctx context.Context, o options) error {
 		klog.FromContext(ctx).Info("Warning: --enable-capacity is set, but the driver does not offer GET_CAPACITY: no CSIStorageCapacity is published", "driver", driver)
 	}
 	if o.capacity && caps.GetCapacity {
-		capacityClient := kubernetes.Interface(client)
+		capacityClient, capacityCfg := kubernetes.Interface(client), cfg
 		if ccfg := o.compat.capacityConfig(cfg); ccfg != nil {
 			if capacityClient, err = kubernetes.NewForConfig(ccfg); err != nil {
 				return err
 			}
+			capacityCfg = ccfg
 		}
-		owner, err := capacityOwner(ctx, capacityClient, o.env.namespace, o.env.podName, o.capacityOwnerLevel)
+		owner, err := capacityOwner(ctx, capacityCfg, capacityClient, o.env.namespace, o.env.podName, o.capacityOwnerLevel)
 		if err != nil {
 			return err
+		}
+		if owner != nil {
+			klog.FromContext(ctx).Info("Owner of the CSIStorageCapacity objects", "apiVersion", owner.APIVersion, "kind", owner.Kind, "name", owner.Name)
 		}
 		publisher, err = capacity.New(capacity.Options{
 			Client: capacityClient, Driver: conn, Namespace: o.env.namespace, Owner: owner, ManagedBy: managedBy,
 			Segments: segmentsFunc(driver, popts.Node, csiNodeInf.Lister(), nodeInf.Lister()),
 			Classes:  classInf.Lister(), ImmediateBinding: o.capacityImmediate, PollInterval: o.capacityPoll,
+			Threads: int(o.capacityThreads),
 			DriverParams: func(params map[string]string) (map[string]string, error) {
 				p, err := request.ParseClassParams(params)
 				return p.Driver, err

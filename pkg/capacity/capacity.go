@@ -55,6 +55,9 @@ type Options struct {
 	// ImmediateBinding also publishes for Immediate classes.
 	ImmediateBinding bool
 	PollInterval     time.Duration
+	// Threads is how many GetCapacity calls a refresh makes at a time
+	// (external-provisioner's --capacity-threads); 0 is 1.
+	Threads int
 }
 
 // Publisher keeps the objects current.
@@ -86,6 +89,8 @@ func New(o Options) (*Publisher, error) {
 	}
 	return &Publisher{o: o, trigger: make(chan struct{}, 1)}, nil
 }
+
+func (p *Publisher) threads() int { return max(p.o.Threads, 1) }
 
 // Trigger asks for a refresh of everything soon. It never blocks.
 func (p *Publisher) Trigger() {

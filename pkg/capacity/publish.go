@@ -29,15 +29,16 @@ import (
 // tether's Role grants list, not watch.)
 //
 // Each object is written as soon as the driver's answer for it differs,
-// up to writers writes at a time, while the next GetCapacity calls go on
-// one at a time: a change shows a write's time after the driver told it,
-// not after the whole round of calls.
+// up to writers writes at a time, while the next GetCapacity calls go on,
+// Options.Threads at a time: a change shows a write's time after the
+// driver told it, not after the whole round of calls.
 const (
 	relistEvery = 10
 	writers     = 8
-	// maxFailing GetCapacity calls in a row end a refresh (the driver is
-	// down, or each call times out); a failing segment among answering
-	// ones does not. The objects of failed calls are kept as they are.
+	// maxFailing GetCapacity calls in a row (in the order they return)
+	// end a refresh: no further call starts (the driver is down, or each
+	// call times out); a failing segment among answering ones does not.
+	// The objects of failed calls are kept as they are.
 	maxFailing = 3
 )
 
@@ -134,33 +135,34 @@ func (p *Publisher) sync(ctx context.Context, in func(entry) bool, full bool) er
 	for k, obj := range obsolete(p.published.snapshot(), keys, in) {
 		w.delete(ctx, k, obj)
 	}
-	var errs []error
-	failing := 0
+	c := &calls{sem: make(chan struct{}, p.threads())}
 	for _, pr := range pairs {
-		resp, err := p.o.Driver.GetCapacity(ctx, &csi.GetCapacityRequest{
-			Parameters: pr.params, AccessibleTopology: &csi.Topology{Segments: pr.segment}})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("GetCapacity for class %s in %v: %w", pr.class, pr.segment, err))
-			if failing++; failing == maxFailing || ctx.Err() != nil {
-				errs = append(errs, fmt.Errorf("%d GetCapacity calls failed in a row: the rest waits for the next refresh", failing))
-				break
+		if !c.start(ctx) {
+			break
+		}
+		c.wg.Go(func() {
+			defer c.done()
+			resp, err := p.o.Driver.GetCapacity(ctx, &csi.GetCapacityRequest{
+				Parameters: pr.params, AccessibleTopology: &csi.Topology{Segments: pr.segment}})
+			if !c.answered(ctx, pr, err) {
+				return
 			}
-			continue
-		}
-		failing = 0
-		wt := want{entry: pr.entry, capacity: resource.NewQuantity(max(resp.AvailableCapacity, 0), resource.BinarySI)}
-		if m := resp.GetMaximumVolumeSize(); m != nil {
-			wt.maxSize = resource.NewQuantity(max(m.Value, 0), resource.BinarySI)
-		}
-		k := pr.key()
-		switch cur, obj := p.plan(p.published.get(k), wt); {
-		case obj == nil:
-		case cur == nil:
-			w.create(ctx, k, obj)
-		default:
-			w.update(ctx, k, obj)
-		}
+			wt := want{entry: pr.entry, capacity: resource.NewQuantity(max(resp.AvailableCapacity, 0), resource.BinarySI)}
+			if m := resp.GetMaximumVolumeSize(); m != nil {
+				wt.maxSize = resource.NewQuantity(max(m.Value, 0), resource.BinarySI)
+			}
+			k := pr.key()
+			switch cur, obj := p.plan(p.published.get(k), wt); {
+			case obj == nil:
+			case cur == nil:
+				w.create(ctx, k, obj)
+			default:
+				w.update(ctx, k, obj)
+			}
+		})
 	}
+	c.wg.Wait()
+	errs := c.errs
 	return errors.Join(append(errs, w.wait()...)...)
 }
 
@@ -270,6 +272,53 @@ func (p *Publisher) plan(cur *storagev1.CSIStorageCapacity, w want) (*storagev1.
 	return cur, obj
 }
 
+// calls runs a refresh's GetCapacity calls, up to cap(sem) at a time, and
+// stops starting them after maxFailing failures in a row.
+type calls struct {
+	sem     chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	failing int
+	stopped bool
+	errs    []error
+}
+
+// start waits for a free slot; false when none is to be taken: ctx ended
+// or too many calls failed.
+func (c *calls) start(ctx context.Context) bool {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		<-c.sem
+		return false
+	}
+	return true
+}
+
+// done frees the slot of a call, after answered has counted it.
+func (c *calls) done() { <-c.sem }
+
+// answered counts a call's result; true when it succeeded.
+func (c *calls) answered(ctx context.Context, pr pair, err error) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		c.failing = 0
+		return true
+	}
+	c.errs = append(c.errs, fmt.Errorf("GetCapacity for class %s in %v: %w", pr.class, pr.segment, err))
+	if c.failing++; !c.stopped && (c.failing >= maxFailing || ctx.Err() != nil) {
+		c.stopped = true
+		c.errs = append(c.errs, fmt.Errorf("%d GetCapacity calls failed in a row: the rest waits for the next refresh", c.failing))
+	}
+	return false
+}
+
 // writes runs a refresh's API writes, up to cap(sem) at a time, and keeps
 // the record up to date with their results.
 type writes struct {
@@ -361,7 +410,7 @@ func sameQuantity(a, b *resource.Quantity) bool {
 
 // pairs lists every (class, segment) for which in is true: the driver's
 // delayed classes (and Immediate ones with ImmediateBinding) in every
-// segment.
+// segment their allowedTopologies admit.
 func (p *Publisher) pairs(in func(entry) bool) ([]pair, error) {
 	segments, err := p.o.Segments()
 	if err != nil {
@@ -385,6 +434,9 @@ func (p *Publisher) pairs(in func(entry) bool) ([]pair, error) {
 			continue // the provisioner reports a bad class when it is used
 		}
 		for _, seg := range segments {
+			if !admits(class.AllowedTopologies, seg) {
+				continue
+			}
 			if e := (entry{class: class.Name, segment: seg}); in(e) {
 				out = append(out, pair{entry: e, params: params})
 			}

@@ -31,6 +31,9 @@ type StackOptions struct {
 	BinderKubeconfig, ProvisionerKubeconfig string
 	// BinderArgs, ProvisionerArgs and DriverArgs are added to the defaults.
 	BinderArgs, ProvisionerArgs, DriverArgs []string
+	// ProvisionerEnv is added to the provisioners' environment (NODE_NAME
+	// and NAMESPACE).
+	ProvisionerEnv []string
 	// Namespace is where provisioners publish capacity (default "default").
 	Namespace string
 }
@@ -108,7 +111,7 @@ func StartLocalStack(t T, c *Cluster, o StackOptions) *Stack {
 				"--retry-interval-start=200ms", "--retry-interval-max=5s", "-v=4"}, leaderArgs(o.ProvisionerReplicas, "leader-election", o.Namespace)...)
 			args = append(args, o.ProvisionerArgs...)
 			n.Provisioners = append(n.Provisioners, c.Run(t, ProcessOptions{Name: fmt.Sprintf("provisioner-%s-%d", name, r),
-				Path: provBin, Args: args, Env: []string{"NODE_NAME=" + name, "NAMESPACE=" + o.Namespace}}))
+				Path: provBin, Args: args, Env: append([]string{"NODE_NAME=" + name, "NAMESPACE=" + o.Namespace}, o.ProvisionerEnv...)}))
 		}
 		s.Nodes = append(s.Nodes, n)
 	}
