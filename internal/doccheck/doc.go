@@ -24,9 +24,9 @@
 //     code (CodeStrings).
 //   - version.go: every place that gives tether's version gives
 //     CHANGELOG.md's (ChangelogVersion, VersionRefs).
-//   - matrix.go: the README's tested Kubernetes versions and
-//     docs/testing.md's make test-versions table against KUBE_MATRIX
-//     (MatrixVersions, CheckMatrix).
+//   - matrix.go: the README's tested Kubernetes versions against what
+//     docs/testing.md's make test-versions table shows passed, and the
+//     pinned version (MatrixVersions, CheckMatrix).
 //   - flags.go: every flag the docs name in code spans is one a tether
 //     program registers (CodeFlags) or another program's; the values and
 //     defaults of the binder's and the provisioner's flags in prose are
