@@ -12,7 +12,7 @@ PKG ?= ./...
 GOTEST_FLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help demo build images release tools test unit sanity e2e kind-image e2e-kind conformance chaos sim bench-provisioner bench-wffc bench-capacity fuzz lint clean clean-tools
+.PHONY: help demo build images release tools test unit sanity e2e kind-image e2e-kind conformance test-versions chaos sim bench-provisioner bench-wffc bench-capacity fuzz lint clean clean-tools
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -95,6 +95,9 @@ e2e-kind: ## tether from a `make release` bundle on a kind cluster (control plan
 
 CONFORMANCE_STACK ?= tether
 CONFORMANCE_FOCUS ?=
+test-versions: tools ## the Kubernetes version matrix: the integration, node, conformance (make test's eight specs) and differential suites against each control plane of KUBE (default: KUBE_MATRIX in hack/tools/versions.env, v1.35.4 v1.36.3 v1.37.2), each version built once into a tools folder of its own; SHORT=1 the short suites CI runs (part of each, no conformance); SUITES narrows; a version outside the matrix (KUBE=v1.38.0-beta.0) is reported, not blocking; the table in _artifacts/test-versions.md
+	@GO="$(GO)" KUBE="$(KUBE)" SHORT="$(SHORT)" SUITES="$(SUITES)" hack/test-versions.sh "$(TOOLS_BIN)"
+
 conformance: tools ## Kubernetes' External Storage e2e suites for the local driver through tether, on two real nodes (CONFORMANCE_STACK=upstream: KCM's binder and EP v6.4.0 instead; CONFORMANCE_FOCUS narrows it); counts and JUnit in _artifacts/conformance-<stack>/
 	$(GO) test -count=1 -timeout 250m -v -run '^TestExternalStorage$$' ./test/conformance/ \
 	  -conformance.full -conformance.stack='$(CONFORMANCE_STACK)' -conformance.focus='$(CONFORMANCE_FOCUS)'

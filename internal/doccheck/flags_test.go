@@ -119,6 +119,7 @@ var foreignFlags = map[string]string{
 	"max-requests-inflight":           "kube-apiserver",
 	"max-mutating-requests-inflight":  "kube-apiserver",
 	"etcd-servers":                    "kube-apiserver",
+	"endpoint-reconciler-type":        "kube-apiserver",
 	"cgroup-root":                     "kubelet",
 	"enable-distributed-snapshotting": "csi-snapshotter",
 	"manifest":                        "kubectl krew install",
