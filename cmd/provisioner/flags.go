@@ -117,8 +117,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		fmt.Fprintf(fs.Output(), "Usage: provisioner [flags]\n\nProvisions and deletes volumes through a CSI driver, as external-provisioner does.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	// As EP: the logging flags are component-base's (-v and --vmodule are
-	// klog's only ones).
+	// As EP: the logging flags are component-base's; of klog's settings
+	// only -v and --vmodule are among them.
 	logsapi.AddGoFlags(o.compat.logging, fs)
 	o.kube.AddFlags(fs)
 	o.leader.AddFlags(fs, server.EPLeaderFlags)
