@@ -63,15 +63,14 @@ func readEnv(getenv func(string) string) podEnv {
 // run.
 func checkOptions(o options) error {
 	c := o.compat
+	if err := checkLogging(c.logging); err != nil {
+		return err
+	}
 	switch {
-	case c.loggingFormat != "text":
-		return fmt.Errorf("--logging-format=%s: only text is supported", c.loggingFormat)
 	case c.metricsAddress != "" && o.httpEndpoint != "":
 		return fmt.Errorf("only one of --metrics-address and --http-endpoint can be set")
 	case len(c.metricsPath) == 0 || c.metricsPath[0] != '/':
 		return fmt.Errorf("--metrics-path=%s: must start with /", c.metricsPath)
-	case c.logFlush <= 0:
-		return fmt.Errorf("--log-flush-frequency must be positive")
 	case c.capacityQPS < 0 || c.capacityBurst < 0:
 		return fmt.Errorf("--kube-api-capacity-qps and --kube-api-capacity-burst must not be negative")
 	case c.cloningThreads == 0:
@@ -101,6 +100,9 @@ func checkOptions(o options) error {
 	}
 	if err := (server.HTTPOptions{Addr: o.endpoint(), MetricsPath: c.metricsPath, Secure: o.secure}).Validate(); err != nil {
 		return err
+	}
+	if err := o.leader.Labels.Check(); err != nil {
+		return fmt.Errorf("--leader-election-labels: %w", err)
 	}
 	if o.leader.Enabled {
 		// The Lease's name comes from the driver's, later.

@@ -14,6 +14,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/tether-csi/tether/internal/cli"
@@ -51,7 +52,7 @@ type options struct {
 	compat                        compatOptions
 }
 
-// compatOptions are the flags external-provisioner (EP) v6.3.0 has and
+// compatOptions are the flags external-provisioner (EP) v6.4.0 has and
 // tether takes with the same meaning, so that EP's manifests run tether
 // unchanged.
 type compatOptions struct {
@@ -61,8 +62,9 @@ type compatOptions struct {
 	// metricsAddress is EP's deprecated alias of --http-endpoint.
 	metricsAddress string
 	metricsPath    string
-	loggingFormat  string
-	logFlush       time.Duration
+	// logging is EP's logging configuration, set by component-base's
+	// flags (--logging-format, -v, …) and applied by applyLogging.
+	logging *logsapi.LoggingConfiguration
 	// capacityQPS and capacityBurst limit the client of the capacity
 	// publisher; zero shares the main client.
 	capacityQPS   float64
@@ -93,7 +95,7 @@ func defaultOptions() options {
 		capacityThreads:    1,
 		orphans:            sweep.Options{Policy: sweep.Report, Interval: 10 * time.Minute, MinAge: time.Hour},
 		nodeLossGrace:      nodeloss.DefaultGrace,
-		compat: compatOptions{metricsPath: "/metrics", loggingFormat: "text", logFlush: 5 * time.Second, cloningThreads: 2,
+		compat: compatOptions{metricsPath: "/metrics", logging: logsapi.NewLoggingConfiguration(), cloningThreads: 2,
 			preventModeConversion: true},
 	}
 	o.leader.RetryPeriod = 5 * time.Second // external-provisioner's default
@@ -104,13 +106,8 @@ func defaultOptions() options {
 // each with the reason. A given one is logged once at start-up.
 var ignoredFlags = map[string]string{
 	"feature-gates":                  "EP's feature gates switch EP features; tether has no gates",
-	"leader-election-labels":         "the Lease gets no extra labels",
 	"automaxprocs":                   "Go sets GOMAXPROCS from the container's CPU limit by itself",
 	"snapshot-orphan-sweep-interval": "restored snapshots are released on claim events, with no sweep",
-	"log-text-split-stream":          "alpha logging option: one stream",
-	"log-text-info-buffer-size":      "alpha logging option: no buffer",
-	"log-json-split-stream":          "only the text log format",
-	"log-json-info-buffer-size":      "only the text log format",
 }
 
 // newFlagSet registers every flag on o.
@@ -120,7 +117,9 @@ func newFlagSet(o *options) *flag.FlagSet {
 		fmt.Fprintf(fs.Output(), "Usage: provisioner [flags]\n\nProvisions and deletes volumes through a CSI driver, as external-provisioner does.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	klog.InitFlags(fs)
+	// As EP: the logging flags are component-base's; of klog's settings
+	// only -v and --vmodule are among them.
+	logsapi.AddGoFlags(o.compat.logging, fs)
 	o.kube.AddFlags(fs)
 	o.leader.AddFlags(fs, server.EPLeaderFlags)
 	fs.StringVar(&o.csiAddress, "csi-address", o.csiAddress, "Path of the CSI driver's unix socket.")
@@ -164,8 +163,6 @@ func addCompatFlags(fs *flag.FlagSet, c *compatOptions) {
 	fs.StringVar(&c.master, "master", "", "Address of the API server; overrides the kubeconfig's. With neither, the in-cluster configuration.")
 	fs.StringVar(&c.metricsAddress, "metrics-address", "", "Deprecated (as in external-provisioner): the same as --http-endpoint; only one of the two may be set.")
 	fs.StringVar(&c.metricsPath, "metrics-path", c.metricsPath, "HTTP path of the metrics on --http-endpoint.")
-	fs.StringVar(&c.loggingFormat, "logging-format", c.loggingFormat, "Log format; only text.")
-	fs.DurationVar(&c.logFlush, "log-flush-frequency", c.logFlush, "Longest time between log flushes.")
 	fs.Float64Var(&c.capacityQPS, "kube-api-capacity-qps", 0, "Queries per second of the capacity publisher's own client; 0 shares the main client (--kube-api-qps).")
 	fs.IntVar(&c.capacityBurst, "kube-api-capacity-burst", 0, "Burst of the capacity publisher's own client; 0 shares the main client (--kube-api-burst).")
 	fs.UintVar(&c.cloningThreads, "cloning-protection-threads", c.cloningThreads, "Workers of the controllers that release the sources of finished clones and the snapshots of finished restores.")
@@ -174,7 +171,6 @@ func addCompatFlags(fs *flag.FlagSet, c *compatOptions) {
 		return "Accepted for external-provisioner's manifests and ignored: " + ignoredFlags[name] + "."
 	}
 	fs.Var(&featureGates{}, "feature-gates", ignored("feature-gates"))
-	fs.Var(&leaseLabels{}, "leader-election-labels", ignored("leader-election-labels"))
 	fs.BoolFunc("automaxprocs", ignored("automaxprocs"), func(s string) error {
 		if s == "" {
 			return nil
@@ -183,15 +179,9 @@ func addCompatFlags(fs *flag.FlagSet, c *compatOptions) {
 		return err
 	})
 	var d time.Duration
-	var b bool
-	var s string
 	fs.DurationVar(&d, "snapshot-orphan-sweep-interval", 5*time.Minute, ignored("snapshot-orphan-sweep-interval"))
 	fs.BoolVar(&c.preventModeConversion, "prevent-volume-mode-conversion", c.preventModeConversion,
 		"Refuse to restore a snapshot into another volume mode than its source's, unless its VolumeSnapshotContent has "+request.AnnAllowVolumeModeChange+"=true. Clones across volume modes are always refused.")
-	fs.BoolVar(&b, "log-text-split-stream", false, ignored("log-text-split-stream"))
-	fs.StringVar(&s, "log-text-info-buffer-size", "", ignored("log-text-info-buffer-size"))
-	fs.BoolVar(&b, "log-json-split-stream", false, ignored("log-json-split-stream"))
-	fs.StringVar(&s, "log-json-info-buffer-size", "", ignored("log-json-info-buffer-size"))
 }
 
 // featureGates takes EP's --feature-gates syntax (Name=bool,…).
@@ -213,21 +203,6 @@ func (f *featureGates) Set(v string) error {
 			return fmt.Errorf("invalid value of %s=%s: %w", name, val, err)
 		}
 		f.set = append(f.set, kv)
-	}
-	return nil
-}
-
-// leaseLabels takes EP's --leader-election-labels syntax (key:value,…).
-type leaseLabels struct{ set []string }
-
-func (l *leaseLabels) String() string { return strings.Join(l.set, ",") }
-
-func (l *leaseLabels) Set(v string) error {
-	for _, item := range strings.Split(v, ",") {
-		if parts := strings.Split(item, ":"); len(parts) != 2 {
-			return fmt.Errorf("malformed item in list of labels: %s", item)
-		}
-		l.set = append(l.set, item)
 	}
 	return nil
 }

@@ -29,12 +29,13 @@ func TestDocsProseFlags(t *testing.T) {
 	}, "../..", "docs/binder.md", "docs/why.md", "docs/release.md")
 }
 
-// epFlags is every flag external-provisioner v6.3.0 accepts, with a value
+// epFlags is every flag external-provisioner v6.4.0 accepts, with a value
 // in its syntax, derived from its source: cmd/csi-provisioner/csi-provisioner.go
-// (its own flags and --feature-gates), csi-lib-utils v0.24.0 standardflags
+// (its own flags and --feature-gates), csi-lib-utils v0.25.0 standardflags
 // (RegisterCommonFlags, AddAutomaxprocs) and component-base v0.36.1
 // logs/api/v1 addFlags (with the json format registered). `csi-provisioner
-// --help` of the binary built from v6.3.0 lists the same 51.
+// --help` of the binary built from v6.4.0 lists the same 51 (v6.3.0's
+// 51, unchanged).
 var epFlags = []struct{ name, arg string }{
 	// csi-provisioner.go
 	{"master", "--master=https://127.0.0.1:6443"},
@@ -86,10 +87,12 @@ var epFlags = []struct{ name, arg string }{
 	{"log-flush-frequency", "--log-flush-frequency=10s"},
 	{"v", "-v=5"},
 	{"vmodule", "--vmodule=controller*=4"},
-	{"log-text-split-stream", "--log-text-split-stream"},
-	{"log-text-info-buffer-size", "--log-text-info-buffer-size=1Mi"},
-	{"log-json-split-stream", "--log-json-split-stream"},
-	{"log-json-info-buffer-size", "--log-json-info-buffer-size=1Mi"},
+	// The alpha options, at values other than their defaults, are refused
+	// by EP's ValidateAndApply (the LoggingAlphaOptions gate is off).
+	{"log-text-split-stream", "--log-text-split-stream=false"},
+	{"log-text-info-buffer-size", "--log-text-info-buffer-size=0"},
+	{"log-json-split-stream", "--log-json-split-stream=false"},
+	{"log-json-info-buffer-size", "--log-json-info-buffer-size=0"},
 }
 
 // quietParse parses and checks args in a pod's environment (NODE_NAME,
@@ -106,7 +109,7 @@ func quietParse(args []string) (options, *flag.FlagSet, error) {
 
 func TestEveryEPFlagParses(t *testing.T) {
 	if len(epFlags) != 51 {
-		t.Fatalf("the list has %d flags; EP v6.3.0 has 51", len(epFlags))
+		t.Fatalf("the list has %d flags; EP v6.4.0 has 51", len(epFlags))
 	}
 	for _, f := range epFlags {
 		t.Run(f.name, func(t *testing.T) {
@@ -142,7 +145,7 @@ func TestCompatFlags(t *testing.T) {
 		check   func(t *testing.T, o options)
 	}{
 		{name: "defaults", check: func(t *testing.T, o options) {
-			if o.compat.metricsPath != "/metrics" || o.compat.loggingFormat != "text" || o.compat.cloningThreads != 2 || o.httpEndpoint != "" {
+			if o.compat.metricsPath != "/metrics" || o.compat.logging.Format != "text" || o.compat.cloningThreads != 2 || o.httpEndpoint != "" {
 				t.Errorf("defaults %+v, endpoint %q", o.compat, o.httpEndpoint)
 			}
 		}},
@@ -158,10 +161,15 @@ func TestCompatFlags(t *testing.T) {
 			}
 		}},
 		{name: "metrics path must be absolute", args: []string{"--metrics-path=m"}, wantErr: "must start with /"},
-		{name: "json logging is refused", args: []string{"--logging-format=json"}, wantErr: "only text"},
 		{name: "bad feature gate", args: []string{"--feature-gates=Topology=maybe"}, wantErr: "invalid value"},
 		{name: "feature gate without value", args: []string{"--feature-gates=Topology"}, wantErr: "missing bool"},
 		{name: "bad lease label", args: []string{"--leader-election-labels=a=b"}, wantErr: "malformed"},
+		{name: "lease labels", args: []string{"--leader-election-labels=a:b,c:d"}, check: func(t *testing.T, o options) {
+			if len(o.leader.Labels) != 2 || o.leader.Labels["a"] != "b" || o.leader.Labels["c"] != "d" {
+				t.Errorf("labels %v", o.leader.Labels)
+			}
+		}},
+		{name: "a lease label the API server refuses", args: []string{"--leader-election-labels=a:b c"}, wantErr: "labels"},
 		{name: "automaxprocs=false", args: []string{"--automaxprocs=false"}},
 		{name: "automaxprocs=nonsense", args: []string{"--automaxprocs=x"}, wantErr: "invalid"},
 		{name: "a positional argument is refused, not a silent stop", args: []string{"--leader-election", "true", "--timeout=1s"}, wantErr: "unexpected argument"},
@@ -182,8 +190,8 @@ func TestCompatFlags(t *testing.T) {
 		}},
 		{name: "zero cloning workers", args: []string{"--cloning-protection-threads=0"}, wantErr: "at least 1"},
 		{name: "log flush", args: []string{"--log-flush-frequency=1s"}, check: func(t *testing.T, o options) {
-			if o.compat.logFlush != time.Second {
-				t.Errorf("flush %v", o.compat.logFlush)
+			if o.compat.logging.FlushFrequency.Duration.Duration != time.Second {
+				t.Errorf("flush %v", o.compat.logging.FlushFrequency)
 			}
 		}},
 	}

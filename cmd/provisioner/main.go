@@ -56,8 +56,11 @@ func main() {
 	if exit {
 		os.Exit(status)
 	}
+	if err := applyLogging(o.compat.logging); err != nil {
+		fmt.Fprintln(os.Stderr, "provisioner:", err)
+		os.Exit(1)
+	}
 	gogc.Default(gcPercent, os.LookupEnv)
-	klog.StartFlushDaemon(o.compat.logFlush)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // its flags too, as the provisioner's
 	"k8s.io/klog/v2"
 )
 
@@ -65,7 +67,8 @@ func TestCheckFlagNames(t *testing.T) {
 	}
 }
 
-// knownFlags are the flags tether's programs register, and klog's.
+// knownFlags are the flags tether's programs register, klog's, and
+// component-base's logging flags (the provisioner's, as EP's).
 func knownFlags(t *testing.T, r string) map[string]bool {
 	t.Helper()
 	known, err := CodeFlags(goSources(t, r, "cmd", "pkg", "internal", "examples", "hack", "test"))
@@ -75,6 +78,9 @@ func knownFlags(t *testing.T, r string) map[string]bool {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	klogFlags.VisitAll(func(f *flag.Flag) { known[f.Name] = true })
+	logFlags := flag.NewFlagSet("logs", flag.ContinueOnError)
+	logsapi.AddGoFlags(logsapi.NewLoggingConfiguration(), logFlags)
+	logFlags.VisitAll(func(f *flag.Flag) { known[f.Name] = true })
 	for _, f := range []string{"h", "help"} { // every Go program's
 		known[f] = true
 	}

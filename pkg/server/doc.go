@@ -4,7 +4,8 @@
 //   - kube.go: the API client settings (--kubeconfig, --kube-api-qps,
 //     --kube-api-burst);
 //   - leader.go, work.go, stop.go: the Lease leader election, the work it
-//     runs and how that work stops;
+//     runs and how that work stops; leaselabels.go: the labels the Lease
+//     gets (--leader-election-labels);
 //   - http.go, metrics.go: the HTTP endpoint for metrics, health and
 //     profiles (--http-endpoint);
 //   - secure.go, reviews.go: on request (--metrics-secure) that endpoint

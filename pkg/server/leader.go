@@ -23,7 +23,7 @@ import (
 // kube-controller-manager (--leader-elect…) and external-provisioner
 // (--leader-election…). An empty name registers no flag.
 type LeaderFlagNames struct {
-	Enable, LeaseDuration, RenewDeadline, RetryPeriod, Namespace, Name string
+	Enable, LeaseDuration, RenewDeadline, RetryPeriod, Namespace, Name, Labels string
 }
 
 // KCMLeaderFlags are kube-controller-manager's names.
@@ -38,7 +38,7 @@ var KCMLeaderFlags = LeaderFlagNames{
 var EPLeaderFlags = LeaderFlagNames{
 	Enable: "leader-election", LeaseDuration: "leader-election-lease-duration",
 	RenewDeadline: "leader-election-renew-deadline", RetryPeriod: "leader-election-retry-period",
-	Namespace: "leader-election-namespace",
+	Namespace: "leader-election-namespace", Labels: "leader-election-labels",
 }
 
 // LeaderOptions configure leader election on a coordination.k8s.io Lease.
@@ -48,6 +48,9 @@ type LeaderOptions struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Identity defaults to the host name plus a random suffix.
 	Identity string
+	// Labels are put on the Lease each time this process takes or renews
+	// it (client-go's LeaseLock adds them to the labels it finds).
+	Labels LeaseLabels
 	// DrainTimeout bounds how long the work may take to stop once its
 	// context ended on a signal; past it RunElected stops renewing and
 	// returns ErrWorkNotStopped without handing the lease back, and the
@@ -85,11 +88,14 @@ func (o *LeaderOptions) AddFlags(fs *flag.FlagSet, n LeaderFlagNames) {
 	if n.Name != "" {
 		fs.StringVar(&o.Name, n.Name, o.Name, "Name of the Lease.")
 	}
+	if n.Labels != "" {
+		fs.Var(labelsFlag{&o.Labels}, n.Labels, "Labels the Lease gets while this process leads, as key:value pairs separated by commas.")
+	}
 }
 
 // Validate checks the options RunElected needs when leader election is
-// on: the timings (CheckTimings), a name, and a drain timeout that is not
-// negative.
+// on: the timings (CheckTimings), a name, labels the API server takes,
+// and a drain timeout that is not negative.
 func (o LeaderOptions) Validate() error {
 	var errs []string
 	if err := o.CheckTimings(); err != nil {
@@ -97,6 +103,9 @@ func (o LeaderOptions) Validate() error {
 	}
 	if o.Name == "" {
 		errs = append(errs, "the lease has no name")
+	}
+	if err := o.Labels.Check(); err != nil {
+		errs = append(errs, "labels: "+err.Error())
 	}
 	if o.DrainTimeout < 0 {
 		errs = append(errs, "the drain timeout is negative")
@@ -179,8 +188,8 @@ func RunElected(ctx context.Context, client kubernetes.Interface, o LeaderOption
 		host, _ := os.Hostname()
 		o.Identity = host + "_" + uuid.NewString()
 	}
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.Namespace, o.Name,
-		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: o.Identity})
+	lock, err := resourcelock.NewWithLabels(resourcelock.LeasesResourceLock, o.Namespace, o.Name,
+		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: o.Identity}, o.Labels)
 	if err != nil {
 		return fmt.Errorf("leader election lock: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,21 +24,22 @@ import (
 	"github.com/tether-csi/tether/test/cluster"
 )
 
-// The manifests of external-provisioner v6.3.0, copied unchanged (see
-// test/testdata/ep-v6.3.0/README.md), with the release's SHA-256.
+// The manifests of external-provisioner v6.4.0, copied unchanged (see
+// test/testdata/ep-v6.4.0/README.md), with the release's SHA-256.
 var epManifests = map[string]string{
-	"rbac.yaml":       "0ee8427b746a1d3b695705b74c2d7fb165121110b1a10c0b6e204918d93e814f",
-	"deployment.yaml": "64c7b5b67c1f5c403f7ed113736957a81052217d721748eacaae3fc671bfdfa1",
+	"rbac.yaml":             "0ee8427b746a1d3b695705b74c2d7fb165121110b1a10c0b6e204918d93e814f",
+	"deployment.yaml":       "64c7b5b67c1f5c403f7ed113736957a81052217d721748eacaae3fc671bfdfa1",
+	"storage-capacity.yaml": "5834b0ba01c29b99289a4a5c14c2baa5c52508e4b8a4a9eee4d99f3584bb89ec",
 }
 
 func epManifest(t *testing.T, name string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "ep-v6.3.0", name))
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "ep-v6.4.0", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != epManifests[name] {
-		t.Fatalf("%s is not external-provisioner v6.3.0's (SHA-256 %x)", name, sum)
+		t.Fatalf("%s is not external-provisioner v6.4.0's (SHA-256 %x)", name, sum)
 	}
 	return data
 }
@@ -60,7 +62,7 @@ func kubectl(t *testing.T, c *cluster.Cluster, stdin []byte, args ...string) str
 }
 
 // TestEPRBACIsEnough runs tether's provisioner as EP's ServiceAccount, with
-// EP v6.3.0's ClusterRole and Role exactly as shipped, and EP's Deployment
+// EP v6.4.0's ClusterRole and Role exactly as shipped, and EP's Deployment
 // arguments (leader election, the HTTP endpoint): a volume is provisioned
 // and deleted (its PV's finalizer removed), the liveness probe's path
 // answers, and nothing is refused.
@@ -117,26 +119,14 @@ func TestEPRBACIsEnough(t *testing.T) {
 	}
 }
 
-// TestEPDeploymentRunsTether: EP v6.3.0's Deployment with only the image
+// TestEPDeploymentRunsTether: EP v6.4.0's Deployment with only the image
 // changed is accepted by the API server (server-side dry run), and tether's
 // binary accepts the csi-provisioner container's arguments, with their
 // $(VAR) references expanded from the container's env as the kubelet does.
 func TestEPDeploymentRunsTether(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	data := epManifest(t, "deployment.yaml")
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dep, ok := obj.(*appsv1.Deployment)
-	if !ok {
-		t.Fatalf("deployment.yaml holds a %T", obj)
-	}
-	i := slices.IndexFunc(dep.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "csi-provisioner" })
-	if i < 0 {
-		t.Fatal("no csi-provisioner container")
-	}
-	container := &dep.Spec.Template.Spec.Containers[i]
+	_, container := epProvisioner(t, "deployment.yaml")
 
 	const image = "tether/provisioner:test"
 	changed := regexp.MustCompile(`(?m)^(\s+image: )gcr\.io/k8s-staging-sig-storage/csi-provisioner:canary$`).ReplaceAll(data, []byte("${1}"+image))
@@ -148,19 +138,7 @@ func TestEPDeploymentRunsTether(t *testing.T) {
 		t.Errorf("dry run: %s", out)
 	}
 
-	env := map[string]string{}
-	for _, e := range container.Env {
-		env[e.Name] = e.Value
-	}
-	var args []string
-	for _, a := range append(slices.Clone(container.Command), container.Args...) {
-		args = append(args, regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`).ReplaceAllStringFunc(a, func(m string) string {
-			if v, ok := env[m[2:len(m)-1]]; ok {
-				return v
-			}
-			return m
-		}))
-	}
+	args := expandArgs(container, nil)
 	if len(args) == 0 || args[0] != "--csi-address=/var/lib/csi/sockets/pluginproxy/mock.socket" {
 		t.Fatalf("arguments %q", args)
 	}
@@ -174,4 +152,45 @@ func TestEPDeploymentRunsTether(t *testing.T) {
 	if out, err := exec.CommandContext(t.Context(), bin, "--no-such-flag", "--version").CombinedOutput(); err == nil {
 		t.Errorf("an unknown flag was accepted: %s", out)
 	}
+}
+
+// epProvisioner is the Deployment in one of EP's manifests and its
+// csi-provisioner container.
+func epProvisioner(t *testing.T, name string) (*appsv1.Deployment, *corev1.Container) {
+	t.Helper()
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(epManifest(t, name), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		t.Fatalf("%s holds a %T", name, obj)
+	}
+	i := slices.IndexFunc(dep.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "csi-provisioner" })
+	if i < 0 {
+		t.Fatalf("%s: no csi-provisioner container", name)
+	}
+	return dep, &dep.Spec.Template.Spec.Containers[i]
+}
+
+// expandArgs is the container's command and args with each $(VAR) expanded
+// as the kubelet does, from the container's env values, or from values
+// where it names the variable (what a fieldRef would give in a pod, or a
+// value a test must change).
+func expandArgs(c *corev1.Container, values map[string]string) []string {
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	maps.Copy(env, values)
+	var args []string
+	for _, a := range append(slices.Clone(c.Command), c.Args...) {
+		args = append(args, regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`).ReplaceAllStringFunc(a, func(m string) string {
+			if v, ok := env[m[2:len(m)-1]]; ok {
+				return v
+			}
+			return m
+		}))
+	}
+	return args
 }
