@@ -305,6 +305,14 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	// A claim whose request the driver refused as infeasible waits for an
+	// edit of itself or of its classes, and otherwise for
+	// --retry-interval-max, as EP's slow retry does.
+	libClaims := libv8.QuietClaims(c.claims)
+	if err := prov.WaitInfeasible(provisioner.InfeasibleOptions{Interval: o.retryMax, Recorder: recorder, Registerer: reg,
+		Requeue: func(key string, after time.Duration) { time.AfterFunc(after, func() { libClaims.Requeue(key) }) }}); err != nil {
+		return err
+	}
 	libOpts := []func(*controller.ProvisionController) error{
 		controller.LeaderElection(false), // ours is below, on a Lease
 		controller.Threadiness(int(o.workers)),
@@ -314,7 +322,7 @@ func run(ctx context.Context, o options) error {
 		// library's default gives up after 15 failures).
 		controller.FailedProvisionThreshold(0),
 		controller.FailedDeleteThreshold(0),
-		controller.ClaimsInformer(libv8.QuietClaims(c.claims)),
+		controller.ClaimsInformer(libClaims),
 		controller.VolumesInformer(libVolumes),
 		controller.ClassesInformer(classInf.Informer()),
 		controller.NodesLister(libv8.SelectedNodes(nodeInf.Lister())),
