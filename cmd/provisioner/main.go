@@ -199,9 +199,11 @@ func run(ctx context.Context, o options) error {
 	// VolumeAttributesClasses are read only for a driver with MODIFY_VOLUME
 	// (without it a claim naming one is refused before the class is read),
 	// and not waited for (see SyncedVACs).
+	var vacInformer cache.SharedIndexInformer
 	if caps.ModifyVolume {
 		vacInf := factory.Storage().V1().VolumeAttributesClasses()
 		popts.VolumeAttributesClasses = libv8.SyncedVACs(vacInf.Lister(), vacInf.Informer().HasSynced)
+		vacInformer = vacInf.Informer()
 	}
 	// EP's label on its CSIStorageCapacity objects: tether takes over (updates
 	// or deletes) the ones EP left, and EP those tether leaves.
@@ -310,7 +312,8 @@ func run(ctx context.Context, o options) error {
 	// --retry-interval-max, as EP's slow retry does.
 	libClaims := libv8.QuietClaims(c.claims)
 	if err := prov.WaitInfeasible(provisioner.InfeasibleOptions{Interval: o.retryMax, Recorder: recorder, Registerer: reg,
-		Requeue: func(key string, after time.Duration) { time.AfterFunc(after, func() { libClaims.Requeue(key) }) }}); err != nil {
+		Requeue: func(key string, after time.Duration) { time.AfterFunc(after, func() { libClaims.Requeue(key) }) },
+		Classes: classInf.Informer(), AttributesClasses: vacInformer}); err != nil {
 		return err
 	}
 	libOpts := []func(*controller.ProvisionController) error{

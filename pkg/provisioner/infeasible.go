@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -24,7 +25,12 @@ import (
 // (--retry-interval-max) has passed since the last refusal, when the
 // claim is handed back to the library (InfeasibleOptions.Requeue) for one
 // more CreateVolume. An edit hands it to the library at once: the
-// library queues a claim on every update, past its backoff.
+// library queues a claim on every update, past its backoff, and a change
+// of a class (made again, edited, deleted) hands back the claims that
+// wait on it (InfeasibleOptions.Classes, AttributesClasses). The API
+// server lets a user change few fields of a pending claim (its
+// annotations and labels; not its size); a VolumeAttributesClass or a
+// StorageClass made again with other parameters is the usual edit.
 //
 // EP v6.4.0 (its library v13.1.0) skips such a claim's syncs for
 // --retry-interval-max after an InvalidArgument, and stops skipping only
@@ -50,10 +56,13 @@ type requestShape struct {
 }
 
 // infeasibleWait is a claim's wait: the shape its refused request was
-// made from, and when the driver refused it.
+// made from, and when the driver refused it. Key (namespace/name), Class
+// and AttributesClass (the names of the claim's classes) find the claims
+// that wait on a class.
 type infeasibleWait struct {
-	Shape requestShape
-	Since time.Time
+	Shape                       requestShape
+	Since                       time.Time
+	Key, Class, AttributesClass string
 }
 
 // infeasibleInput is what the wait is decided on.
@@ -114,6 +123,10 @@ type InfeasibleOptions struct {
 	Recorder record.EventRecorder
 	// Registerer, if set, registers tether_provisioner_infeasible_total.
 	Registerer prometheus.Registerer
+	// Classes and AttributesClasses, if set, are the StorageClass and
+	// VolumeAttributesClass informers: a class made, changed or deleted
+	// hands the claims that wait on it back to the library at once.
+	Classes, AttributesClasses cache.SharedIndexInformer
 }
 
 // infeasibleWaits are the claims that wait for an edit, by UID. An entry
@@ -144,11 +157,52 @@ func (p *Provisioner) WaitInfeasible(o InfeasibleOptions) error {
 		}
 	}
 	p.infeasible.memo.mu.Lock()
-	defer p.infeasible.memo.mu.Unlock()
 	p.infeasible.o = o
 	// A deleted claim's wait is kept a while after its last refusal.
 	p.infeasible.memo.keep = 3*o.Interval + time.Minute
+	p.infeasible.memo.mu.Unlock()
+	if o.Interval <= 0 {
+		return nil
+	}
+	for _, watch := range []struct {
+		inf cache.SharedIndexInformer
+		of  func(infeasibleWait) string
+	}{
+		{o.Classes, func(w infeasibleWait) string { return w.Class }},
+		{o.AttributesClasses, func(w infeasibleWait) string { return w.AttributesClass }},
+	} {
+		inf, of := watch.inf, watch.of
+		if inf == nil {
+			continue
+		}
+		changed := func(obj any) {
+			if name, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				p.infeasible.requeueOn(name, of)
+			}
+		}
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: changed,
+			UpdateFunc: func(_, obj any) { changed(obj) }, DeleteFunc: changed}); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// requeueOn hands back at once the claims that wait on the class of the
+// name (of: which of a wait's classes).
+func (w *infeasibleWaits) requeueOn(name string, of func(infeasibleWait) string) {
+	w.memo.mu.Lock()
+	var keys []string
+	for _, e := range w.memo.by {
+		if of(e.v) == name {
+			keys = append(keys, e.v.Key)
+		}
+	}
+	requeue := w.o.Requeue
+	w.memo.mu.Unlock()
+	for _, k := range keys {
+		requeue(k, 0)
+	}
 }
 
 func (w *infeasibleWaits) options() InfeasibleOptions {
@@ -205,12 +259,13 @@ func (p *Provisioner) answeredInfeasible(ctx context.Context, claim *v1.Persiste
 	p.infeasible.refused.Inc()
 	msg := fmt.Sprintf("The driver refused the volume as requested (%s): the claim waits for an edit of the claim, its StorageClass or its VolumeAttributesClass", status.Code(err))
 	if o.Interval > 0 {
-		p.infeasible.memo.add(claim.UID, infeasibleWait{Shape: shape, Since: p.now()}, p.now())
+		p.infeasible.memo.add(claim.UID, infeasibleWait{Shape: shape, Since: p.now(), Key: claim.Namespace + "/" + claim.Name,
+			Class: ptr.Deref(claim.Spec.StorageClassName, ""), AttributesClass: ptr.Deref(claim.Spec.VolumeAttributesClassName, "")}, p.now())
 		o.Requeue(claim.Namespace+"/"+claim.Name, o.Interval)
 		msg += fmt.Sprintf(", and is tried again without one in %s", o.Interval)
 	}
 	if o.Recorder != nil {
 		o.Recorder.Event(claim, v1.EventTypeWarning, ReasonProvisioningInfeasible, msg+": "+status.Convert(err).Message())
 	}
-	klog.FromContext(ctx).Info("The driver refused the claim's volume; it waits for an edit", "pvc", klog.KObj(claim), "interval", o.Interval)
+	klog.FromContext(ctx).Info("The driver refused the claim's volume as requested", "pvc", klog.KObj(claim), "waitForEdit", o.Interval)
 }

@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/informers"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v8/controller"
 )
@@ -223,5 +225,50 @@ func TestInfeasibleNotWired(t *testing.T) {
 	e := newEnv(t)
 	if err := e.p.WaitInfeasible(InfeasibleOptions{Interval: time.Minute}); err == nil {
 		t.Error("a wait without Requeue was accepted")
+	}
+}
+
+// TestInfeasibleClassChanged: a change of a StorageClass or a
+// VolumeAttributesClass hands back at once the claims that wait on it, and
+// only those.
+func TestInfeasibleClassChanged(t *testing.T) {
+	e := newEnv(t)
+	var rq requeued
+	classes := informers.NewSharedInformerFactory(e.client, 0).Storage().V1()
+	if err := e.p.WaitInfeasible(InfeasibleOptions{Interval: time.Hour, Requeue: rq.requeue,
+		Classes: classes.StorageClasses().Informer(), AttributesClasses: classes.VolumeAttributesClasses().Informer()}); err != nil {
+		t.Fatal(err)
+	}
+	e.createClaim(newClaim(claimAnn(annProvisioner, driverNm), vacName("gold")))
+	e.driver.fail = status.Error(codes.InvalidArgument, "no")
+	e.p.answeredInfeasible(e.ctx, e.cachedClaim(testClaim), e.p.shape(e.cachedClaim(testClaim)), Infeasible, e.driver.fail)
+	rq = requeued{}
+	key := testNS + "/" + testClaim
+	for _, tt := range []struct {
+		name, class string
+		want        []string
+	}{
+		{"its StorageClass", testClass, []string{key}},
+		{"another StorageClass", "slow", nil},
+	} {
+		rq = requeued{}
+		e.p.infeasible.requeueOn(tt.class, func(w infeasibleWait) string { return w.Class })
+		if !slices.Equal(rq.keys, tt.want) || (len(rq.after) > 0 && rq.after[0] != 0) {
+			t.Errorf("%s: requeued %v after %v, want %v at once", tt.name, rq.keys, rq.after, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		name, vac string
+		want      []string
+	}{
+		{"its VolumeAttributesClass", "gold", []string{key}},
+		{"another VolumeAttributesClass", "silver", nil},
+		{"a VolumeAttributesClass named as its StorageClass", testClass, nil},
+	} {
+		rq = requeued{}
+		e.p.infeasible.requeueOn(tt.vac, func(w infeasibleWait) string { return w.AttributesClass })
+		if !slices.Equal(rq.keys, tt.want) {
+			t.Errorf("%s: requeued %v, want %v", tt.name, rq.keys, tt.want)
+		}
 	}
 }
