@@ -26,11 +26,13 @@ import (
 // claim is handed back to the library (InfeasibleOptions.Requeue) for one
 // more CreateVolume. An edit hands it to the library at once: the
 // library queues a claim on every update, past its backoff, and a change
-// of a class (made again, edited, deleted) hands back the claims that
-// wait on it (InfeasibleOptions.Classes, AttributesClasses). The API
-// server lets a user change few fields of a pending claim (its
-// annotations and labels; not its size); a VolumeAttributesClass or a
-// StorageClass made again with other parameters is the usual edit.
+// of a class (made, edited, deleted) hands back the claims that wait on it
+// (InfeasibleOptions.Classes, AttributesClasses). The API server keeps a
+// pending claim's spec as it was made (its size and VolumeAttributesClass
+// too) and deletes no VolumeAttributesClass a claim names: the edits a
+// pending claim can get are of its annotations (a class's secret
+// templates read them) and a StorageClass made again with other
+// parameters.
 //
 // EP v6.4.0 (its library v13.1.0) skips such a claim's syncs for
 // --retry-interval-max after an InvalidArgument, and stops skipping only
