@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tether-csi/tether/pkg/inflight"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -214,9 +215,10 @@ func (w *infeasibleWaits) options() InfeasibleOptions {
 }
 
 // shape is the request shape of a claim and its classes now, as the
-// caches hold them.
+// caches hold them. The in-flight record's annotations are tether's own
+// bookkeeping, not an edit: they are left out.
 func (p *Provisioner) shape(claim *v1.PersistentVolumeClaim) requestShape {
-	s := requestShape{Spec: claim.Spec, Annotations: claim.Annotations}
+	s := requestShape{Spec: claim.Spec, Annotations: inflight.Strip(claim).Annotations}
 	if class, err := p.o.Classes.Get(ptr.Deref(claim.Spec.StorageClassName, "")); err == nil {
 		s.Class = string(class.UID) + "/" + class.ResourceVersion
 	}
@@ -248,7 +250,7 @@ func (p *Provisioner) waitsForEdit(ctx context.Context, claim *v1.PersistentVolu
 	return step == infeasibleWaiting
 }
 
-// answered notes the outcome of a claim's CreateVolume: a refusal starts
+// answeredInfeasible notes the outcome of a claim's CreateVolume: a refusal starts
 // (or renews) its wait, with its event and count and the hand-back after
 // the interval; any other answer ends it. shape is the claim's, taken
 // before the call.
@@ -259,8 +261,9 @@ func (p *Provisioner) answeredInfeasible(ctx context.Context, claim *v1.Persiste
 	}
 	o := p.infeasible.options()
 	p.infeasible.refused.Inc()
-	msg := fmt.Sprintf("The driver refused the volume as requested (%s): the claim waits for an edit of the claim, its StorageClass or its VolumeAttributesClass", status.Code(err))
+	msg := fmt.Sprintf("The driver refused the volume as requested (%s): only an edit of the claim, its StorageClass or its VolumeAttributesClass changes the request", status.Code(err))
 	if o.Interval > 0 {
+		msg = fmt.Sprintf("The driver refused the volume as requested (%s): the claim waits for an edit of the claim, its StorageClass or its VolumeAttributesClass", status.Code(err))
 		p.infeasible.memo.add(claim.UID, infeasibleWait{Shape: shape, Since: p.now(), Key: claim.Namespace + "/" + claim.Name,
 			Class: ptr.Deref(claim.Spec.StorageClassName, ""), AttributesClass: ptr.Deref(claim.Spec.VolumeAttributesClassName, "")}, p.now())
 		o.Requeue(claim.Namespace+"/"+claim.Name, o.Interval)

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/tether-csi/tether/pkg/inflight"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/informers"
@@ -135,6 +137,15 @@ func TestInfeasibleWait(t *testing.T) {
 	e.clock = e.clock.Add(interval - time.Second)
 	if should() {
 		t.Error("the claim stopped waiting before the interval")
+	}
+	// The in-flight record's own annotations are no edit.
+	format := e.apiClaim(testClaim).Annotations[inflight.AnnFormat]
+	for _, f := range []string{"0", format} {
+		e.updateClaim(testClaim, func(c *v1.PersistentVolumeClaim) { c.Annotations[inflight.AnnFormat] = f })
+		e.refresh()
+		if should() {
+			t.Errorf("a change of the record's format to %q ended the wait", f)
+		}
 	}
 
 	// An edit of the claim: provisioned at once.
