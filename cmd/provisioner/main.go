@@ -202,9 +202,11 @@ func run(ctx context.Context, o options) error {
 	// VolumeAttributesClasses are read only for a driver with MODIFY_VOLUME
 	// (without it a claim naming one is refused before the class is read),
 	// and not waited for (see SyncedVACs).
+	var vacInformer cache.SharedIndexInformer
 	if caps.ModifyVolume {
 		vacInf := factory.Storage().V1().VolumeAttributesClasses()
 		popts.VolumeAttributesClasses = libv8.SyncedVACs(vacInf.Lister(), vacInf.Informer().HasSynced)
+		vacInformer = vacInf.Informer()
 	}
 	// EP's label on its CSIStorageCapacity objects: tether takes over (updates
 	// or deletes) the ones EP left, and EP those tether leaves.
@@ -313,6 +315,15 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	// A claim whose request the driver refused as infeasible waits for an
+	// edit of itself or of its classes, and otherwise for
+	// --retry-interval-max, as EP's slow retry does.
+	libClaims := libv8.QuietClaims(c.claims)
+	if err := prov.WaitInfeasible(provisioner.InfeasibleOptions{Interval: o.retryMax, Recorder: recorder, Registerer: reg,
+		Requeue: func(key string, after time.Duration) { time.AfterFunc(after, func() { libClaims.Requeue(key) }) },
+		Classes: classInf.Informer(), AttributesClasses: vacInformer}); err != nil {
+		return err
+	}
 	libOpts := []func(*controller.ProvisionController) error{
 		controller.LeaderElection(false), // ours is below, on a Lease
 		controller.Threadiness(int(o.workers)),
@@ -322,7 +333,7 @@ func run(ctx context.Context, o options) error {
 		// library's default gives up after 15 failures).
 		controller.FailedProvisionThreshold(0),
 		controller.FailedDeleteThreshold(0),
-		controller.ClaimsInformer(libv8.QuietClaims(c.claims)),
+		controller.ClaimsInformer(libClaims),
 		controller.VolumesInformer(libVolumes),
 		controller.ClassesInformer(classInf.Informer()),
 		controller.NodesLister(libv8.SelectedNodes(nodeInf.Lister())),

@@ -146,3 +146,10 @@ func isCapacityError(msg string) bool {
 	return strings.Contains(m, "resourceexhausted") || strings.Contains(m, "insufficient capacity") ||
 		strings.Contains(m, "not enough space") || strings.Contains(m, "out of capacity")
 }
+
+// infeasibleError reports whether a failure is a CreateVolume the driver
+// refused as infeasible (provisioner.Classify), after which the provisioner
+// waits for an edit of the claim or its classes.
+func infeasibleError(msg string) bool {
+	return strings.Contains(msg, "code = InvalidArgument") || strings.Contains(msg, "code = OutOfRange")
+}

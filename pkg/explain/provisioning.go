@@ -291,7 +291,9 @@ func (w *world) events(p *Provisioning) {
 	if f.First.IsZero() {
 		f.First = f.Last
 	}
-	if inflight.Holds(w.claim) {
+	if infeasibleError(f.Message) {
+		f.Retry = fmt.Sprintf("failed %d time(s), last %s; the driver refused the request as it stands (InvalidArgument or OutOfRange): the provisioner tries again at once when the claim, its StorageClass or its VolumeAttributesClass changes, and otherwise only every --retry-interval-max", f.Count, ago(w.in.Now, f.Last))
+	} else if inflight.Holds(w.claim) {
 		f.Retry = fmt.Sprintf("failed %d time(s), last %s; the in-flight record is held: the provisioner retries with backoff and the volume may exist", f.Count, ago(w.in.Now, f.Last))
 	} else {
 		f.Retry = fmt.Sprintf("failed %d time(s), last %s; no in-flight record: the driver's answer was final, and the provisioner retries with backoff (up to its --retry-interval-max)", f.Count, ago(w.in.Now, f.Last))

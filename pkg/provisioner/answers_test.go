@@ -24,7 +24,7 @@ func TestClassify(t *testing.T) {
 		codes.OK:                 {Final, Final},
 		codes.Canceled:           {InBackground, InBackground},
 		codes.Unknown:            {Final, Final},
-		codes.InvalidArgument:    {Final, Final},
+		codes.InvalidArgument:    {Infeasible, Infeasible},
 		codes.DeadlineExceeded:   {InBackground, InBackground},
 		codes.NotFound:           {Final, Final},
 		codes.AlreadyExists:      {Final, Final},
@@ -32,7 +32,7 @@ func TestClassify(t *testing.T) {
 		codes.ResourceExhausted:  {Final, Reschedule},
 		codes.FailedPrecondition: {Final, Final},
 		codes.Aborted:            {InBackground, InBackground},
-		codes.OutOfRange:         {Final, Final},
+		codes.OutOfRange:         {Infeasible, Infeasible},
 		codes.Unimplemented:      {Final, Final},
 		codes.Internal:           {Final, Final},
 		codes.Unavailable:        {InBackground, InBackground},
@@ -82,7 +82,8 @@ func TestClassifyOtherErrors(t *testing.T) {
 		// A nil status maps to OK, which grpc turns into Unknown, ok=false.
 		{name: "nil GRPCStatus", err: statusErr{nil}, want: InBackground},
 		// status.FromError looks through wrapping (errors.As).
-		{name: "wrapped final", err: fmt.Errorf("x: %w", status.Error(codes.InvalidArgument, "bad")), want: Final},
+		{name: "wrapped final", err: fmt.Errorf("x: %w", status.Error(codes.Internal, "bad")), want: Final},
+		{name: "wrapped infeasible", err: fmt.Errorf("x: %w", status.Error(codes.InvalidArgument, "bad")), want: Infeasible},
 		{name: "joined with a status", err: errors.Join(errors.New("a"), status.Error(codes.NotFound, "gone")), want: Final},
 	}
 	for _, tt := range tests {
@@ -114,6 +115,7 @@ func TestOutcomeState(t *testing.T) {
 		{InBackground, "in-background", controller.ProvisioningInBackground},
 		{Final, "final", controller.ProvisioningFinished},
 		{Reschedule, "reschedule", controller.ProvisioningReschedule},
+		{Infeasible, "infeasible", controller.ProvisioningFinished},
 	}
 	for _, tt := range tests {
 		if got := tt.o.State(); got != tt.want {
@@ -121,6 +123,28 @@ func TestOutcomeState(t *testing.T) {
 		}
 		if got := tt.o.String(); got != tt.str {
 			t.Errorf("String() = %q, want %q", got, tt.str)
+		}
+	}
+}
+
+// TestNoVolumeMadeKeptForInfeasible: the Infeasible outcome leaves the
+// no-leak bookkeeping as it was: noVolumeMade holds for exactly the final
+// codes but AlreadyExists and ResourceExhausted, as before there was an
+// Infeasible outcome.
+func TestNoVolumeMadeKeptForInfeasible(t *testing.T) {
+	for c := codes.Canceled; c <= codes.Unauthenticated; c++ {
+		err := status.Error(c, "boom")
+		var want bool
+		switch c {
+		case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable, codes.Aborted, codes.AlreadyExists, codes.ResourceExhausted:
+		default:
+			want = true
+		}
+		if got := noVolumeMade(err); got != want {
+			t.Errorf("noVolumeMade(%s) = %v, want %v", c, got, want)
+		}
+		if o := Classify(err, false); o == Infeasible && !noVolumeMade(err) {
+			t.Errorf("%s is infeasible, but may have made a volume", c)
 		}
 	}
 }

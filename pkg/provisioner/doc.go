@@ -11,9 +11,11 @@
 //     beforecreate.go: what must hold before CreateVolume (no other
 //     node's record, the record written by records.Writer, this process's
 //     notes, the source's protection by package protect); calls.go: the
-//     CreateVolume and what its failure means; volume.go: the PV built
-//     from the answer (package request), or the unusable answer deleted;
-//     then the hand-off noted (memo.go).
+//     CreateVolume and what its failure means (infeasible.go: a request
+//     the driver refuses as it stands waits for an edit of the claim or
+//     its classes, declined by ShouldProvision meanwhile); volume.go: the
+//     PV built from the answer (package request), or the unusable answer
+//     deleted; then the hand-off noted (memo.go).
 //   - deletion.go: ShouldDelete and Delete: the PV read again, the detach
 //     wait, the deletion secret, DeleteVolume.
 //   - reconcile.go: InFlight.Reconcile settles one claim's record as

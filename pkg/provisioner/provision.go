@@ -17,15 +17,17 @@ import (
 func (p *Provisioner) SupportsBlock(context.Context) bool { return true }
 
 // ShouldProvision skips claims that are being deleted (the in-flight
-// reconciler owns those) and, in node-deployment mode, claims of other nodes.
+// reconciler owns those), in node-deployment mode claims of other nodes,
+// and claims that wait for an edit after the driver refused their request
+// (infeasible.go).
 func (p *Provisioner) ShouldProvision(ctx context.Context, claim *v1.PersistentVolumeClaim) bool {
 	if claim.DeletionTimestamp != nil || !p.forDriver(claim) {
 		return false
 	}
-	if p.o.Node != nil {
-		return p.nodeShouldProvision(ctx, claim)
+	if p.o.Node != nil && !p.nodeShouldProvision(ctx, claim) {
+		return false
 	}
-	return true
+	return !p.waitsForEdit(ctx, claim)
 }
 
 // forDriver reports whether a claim is for this driver: its

@@ -141,6 +141,9 @@ type Provisioner struct {
 	// deleted: the PVs (by UID) whose volume this process deleted, until
 	// their deletion finalizer is off.
 	deleted deletedVolumes
+	// infeasible: the claims that wait for an edit after the driver
+	// refused their request.
+	infeasible *infeasibleWaits
 	// now is Options.Clock.
 	now func() time.Time
 }
@@ -187,7 +190,7 @@ func New(o Options) (*Provisioner, error) {
 		node = o.Node.NodeName
 	}
 	return &Provisioner{o: o, locks: o.Locks, now: o.Clock, record: &records.Writer{Client: o.Client, Driver: o.Driver.DriverName(), Node: node}, handoffs: newHandoffs(), saves: libv8.NewSaves(), secretsUsed: newSecretsUsed(), deleted: newDeletedVolumes(),
-		answers: newCreateAnswers()}, nil
+		answers: newCreateAnswers(), infeasible: newInfeasibleWaits()}, nil
 }
 
 func (p *Provisioner) changed(pv *v1.PersistentVolume) {

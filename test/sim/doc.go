@@ -44,7 +44,8 @@
 //     binder's standby and failover, the switch to external-provisioner and
 //     KCM and back, two releases of tether at once.
 //   - refused.go, faults.go: final CreateVolume errors and classes deleted
-//     with their claims; the fault plan.
+//     with their claims (and WaitInfeasible, the provisioner's wait for an
+//     edit, off but in TestSimInfeasibleWait); the fault plan.
 //   - gap_moves.go, gap_meta.go, gap_rest.go: the moves of the world's
 //     gaps (claims expanded, their attributes class and volumeName, PVs
 //     refitted and their metadata, secrets, a class's topologies), also

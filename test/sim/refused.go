@@ -34,6 +34,14 @@ import (
 // (another node, external-provisioner, an earlier leader) lets it do what
 // it does without that knowledge.
 
+// WaitInfeasible wires the provisioner's wait for an edit
+// (provisioner.WaitInfeasible) into each provisioner process: a refused
+// claim is then declined until it or its class changes, or handed back
+// after a minute. Off by default: the wait changes which keys are ready,
+// and so the random stream that the seeds of the pinned schedules were
+// found in; TestSimInfeasibleWait runs schedules with it.
+var WaitInfeasible = false
+
 // blockClaim says whether the tenant's claim asks for a block volume: one
 // in six, from a hash of the schedule and the claim's name.
 func (w *World) blockClaim(name string) bool {

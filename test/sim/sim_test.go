@@ -262,3 +262,22 @@ func TestOutcomeIsTheSameEveryRun(t *testing.T) {
 		}
 	}
 }
+
+// TestSimInfeasibleWait runs schedules with the provisioner's wait for an
+// edit wired (WaitInfeasible): refused block claims are declined until
+// an edit or the interval, and every invariant still holds.
+func TestSimInfeasibleWait(t *testing.T) {
+	WaitInfeasible = true
+	defer func() { WaitInfeasible = false }()
+	n := 100
+	if testing.Short() {
+		n = 20
+	}
+	s := Run(1, n)
+	for _, r := range s.Failed {
+		t.Errorf("seed %d: %s", r.Seed, strings.Join(r.Violations, "\n"))
+	}
+	if s.Counts["claims that waited for an edit after a refusal"] == 0 {
+		t.Errorf("no claim waited for an edit in %d schedules (counts %v)", n, s.Counts)
+	}
+}

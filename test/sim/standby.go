@@ -40,6 +40,7 @@ func (w *World) counts() map[string]int {
 	c["binder failovers"] = w.failovers
 	c["binder failovers with caches behind"] = w.failoversBehind
 	c["CreateVolume refused"] = w.refusedCreates
+	c["claims that waited for an edit after a refusal"] = w.infeasibleWaits
 	c["classes deleted with their claims"] = w.classesWithClaims
 	c["record formats no reader reads, written"] = w.unreadWritten
 	c["upgrades and rollbacks"] = w.releaseChanges

@@ -123,12 +123,12 @@ type World struct {
 	// process that wrote each claim's record on a claim that held none,
 	// caller the provisioner process whose client writes now, settler the
 	// one whose in-flight reconciler works now (refused.go).
-	creates                           map[string][]createCall
-	recordedBy                        map[string]*provProc
-	caller, settler                   *provProc
-	refusedCreates, classesWithClaims int
-	nsSeq                             int
-	claimSeq                          int
+	creates                                            map[string][]createCall
+	recordedBy                                         map[string]*provProc
+	caller, settler                                    *provProc
+	refusedCreates, classesWithClaims, infeasibleWaits int
+	nsSeq                                              int
+	claimSeq                                           int
 }
 
 func newWorld(seed int64) *World {
@@ -198,6 +198,9 @@ type recorder struct{ w *World }
 func (r recorder) Event(obj runtime.Object, eventtype, reason, message string) {
 	if reason == "VolumeInFlightNodeGone" {
 		r.w.checkNodeGoneEvent(obj)
+	}
+	if reason == provisioner.ReasonProvisioningInfeasible {
+		r.w.infeasibleWaits++
 	}
 	if c, ok := obj.(*v1.PersistentVolumeClaim); ok && (reason == "ProvisioningCleanupFailed" || reason == provisioner.ReasonVolumeCleanupAbandoned) {
 		r.w.checkNoneMadeCleanup(c, reason)
@@ -406,6 +409,21 @@ func (w *World) newTether(i int) *provProc {
 	// once detached.
 	if err := p.prov.WatchDetach(provisioner.DetachOptions{VolumeAttachments: ix(rVAs), Requeue: p.lib.volumes.Requeue,
 		Recorder: recorder{w}}); err != nil {
+		panic(err)
+	}
+	// A claim the driver refused as infeasible (a block claim) waits for
+	// an edit, or is handed back after the interval, as cmd/provisioner's
+	// timer and libv8.Claims.Requeue do, in the simulator's time; only
+	// with WaitInfeasible (refused.go).
+	if !WaitInfeasible {
+		return p
+	}
+	if err := p.prov.WaitInfeasible(provisioner.InfeasibleOptions{Interval: time.Minute, Recorder: recorder{w},
+		Requeue: func(key string, after time.Duration) {
+			if obj, ok, _ := p.lib.claims.GetStore().GetByKey(key); ok {
+				p.lib.claimQ.AddAfter(string(obj.(*v1.PersistentVolumeClaim).UID), after)
+			}
+		}, Classes: p.caches.inf[rClasses], AttributesClasses: p.caches.inf[rVACs]}); err != nil {
 		panic(err)
 	}
 	return p

@@ -1,6 +1,8 @@
 package libv8
 
 import (
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/tether-csi/tether/pkg/inflight"
@@ -16,22 +18,57 @@ import (
 // record would start the next attempt at once, and a claim whose
 // CreateVolume fails for good would be retried in a tight loop (a
 // CreateVolume, two claim writes and an event every few milliseconds).
-func QuietClaims(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
-	return quietInformer{inf}
+//
+// It also keeps the handlers added through it (the library's), so that a
+// claim can be handed back to the library without a change of the claim
+// (Requeue).
+func QuietClaims(inf cache.SharedIndexInformer) *Claims {
+	return &Claims{SharedIndexInformer: inf}
 }
 
-type quietInformer struct{ cache.SharedIndexInformer }
-
-func (i quietInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandler(quietHandler{h})
+// Claims is the claim informer as the library sees it (QuietClaims).
+type Claims struct {
+	cache.SharedIndexInformer
+	mu       sync.Mutex
+	handlers []cache.ResourceEventHandler
 }
 
-func (i quietInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(quietHandler{h}, resync)
+func (i *Claims) keep(h cache.ResourceEventHandler) cache.ResourceEventHandler {
+	q := quietHandler{h}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.handlers = append(i.handlers, q)
+	return q
 }
 
-func (i quietInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandlerWithOptions(quietHandler{h}, o)
+func (i *Claims) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandler(i.keep(h))
+}
+
+func (i *Claims) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(i.keep(h), resync)
+}
+
+func (i *Claims) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandlerWithOptions(i.keep(h), o)
+}
+
+// Requeue hands the claim of the key (namespace/name), as the store holds
+// it, to the handlers added through i as an update without change: the
+// library queues it and looks at it again (a claim whose wait for an edit
+// is over). A claim not in the store is left alone.
+func (i *Claims) Requeue(key string) {
+	obj, exists, err := i.SharedIndexInformer.GetStore().GetByKey(key)
+	if err != nil || !exists {
+		return
+	}
+	i.mu.Lock()
+	handlers := slices.Clone(i.handlers)
+	i.mu.Unlock()
+	for _, h := range handlers {
+		c := obj.(*v1.PersistentVolumeClaim).DeepCopy()
+		h.OnUpdate(c, c)
+	}
 }
 
 type quietHandler struct{ cache.ResourceEventHandler }

@@ -1,11 +1,15 @@
 package libv8
 
 import (
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/tether-csi/tether/pkg/inflight"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -77,5 +81,33 @@ func TestQuietClaims(t *testing.T) {
 				t.Errorf("updates %d (want passed=%v), adds %d, deletes %d", updates, tt.passed, adds, deletes)
 			}
 		})
+	}
+}
+
+// TestClaimsRequeue: Requeue hands the stored claim to the library's
+// handlers as an update without change (passed through the quiet
+// handler); a key the store does not hold is left alone.
+func TestClaimsRequeue(t *testing.T) {
+	claim := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "data", UID: "uid-1", ResourceVersion: "7"}}
+	f := informers.NewSharedInformerFactory(fake.NewClientset(claim), 0)
+	claims := QuietClaims(f.Core().V1().PersistentVolumeClaims().Informer())
+	var mu sync.Mutex
+	var updated []string
+	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(oldObj, newObj any) {
+		o, n := oldObj.(*v1.PersistentVolumeClaim), newObj.(*v1.PersistentVolumeClaim)
+		mu.Lock()
+		defer mu.Unlock()
+		updated = append(updated, o.ResourceVersion+"/"+n.Namespace+"/"+n.Name)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	f.Start(t.Context().Done())
+	f.WaitForCacheSync(t.Context().Done())
+	claims.Requeue("apps/data")
+	claims.Requeue("apps/none")
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"7/apps/data"}; !slices.Equal(updated, want) {
+		t.Errorf("updates %q, want %q", updated, want)
 	}
 }

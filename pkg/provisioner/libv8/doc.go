@@ -24,7 +24,8 @@
 //     rate limiter, so that tether's own writes of the in-flight record
 //     would restart a failing claim at once; updates that only change the
 //     record are not shown to it. The record is tether's, so upstream has
-//     nothing to change.
+//     nothing to change. Claims.Requeue hands a claim back to the library
+//     without a change of the claim (the end of a wait for an edit).
 //   - nodes.go, SelectedNodes: v8 does not call Provision while the
 //     claim's selected node is missing, so the claim is never rescheduled;
 //     the library gets a node with only the name, and Provision asks the
