@@ -73,6 +73,14 @@ fi
 for f in "$base"/*; do
   name=$(basename "$f")
   case $name in kube-v*|e2e.test|agnhost) continue ;; esac
-  [ -e "$bin/$name" ] || ln -s "$f" "$bin/$name"
+  if [ -d "$f" ]; then
+    # A folder of files (the snapshot CRDs), made here with links to its
+    # files: kubectl apply -f does not read a link to a folder.
+    [ -L "$bin/$name" ] && rm "$bin/$name"
+    mkdir -p "$bin/$name"
+    for g in "$f"/*; do [ -e "$bin/$name/$(basename "$g")" ] || ln -s "$g" "$bin/$name/"; done
+  elif [ ! -e "$bin/$name" ]; then
+    ln -s "$f" "$bin/$name"
+  fi
 done
 echo "$bin"
