@@ -1,8 +1,6 @@
 package libv8
 
 import (
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/tether-csi/tether/pkg/inflight"
@@ -29,16 +27,11 @@ func QuietClaims(inf cache.SharedIndexInformer) *Claims {
 // Claims is the claim informer as the library sees it (QuietClaims).
 type Claims struct {
 	cache.SharedIndexInformer
-	mu       sync.Mutex
-	handlers []cache.ResourceEventHandler
+	kept handlers
 }
 
 func (i *Claims) keep(h cache.ResourceEventHandler) cache.ResourceEventHandler {
-	q := quietHandler{h}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.handlers = append(i.handlers, q)
-	return q
+	return i.kept.add(quietHandler{h})
 }
 
 func (i *Claims) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
@@ -58,17 +51,7 @@ func (i *Claims) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cach
 // library queues it and looks at it again (a claim whose wait for an edit
 // is over). A claim not in the store is left alone.
 func (i *Claims) Requeue(key string) {
-	obj, exists, err := i.SharedIndexInformer.GetStore().GetByKey(key)
-	if err != nil || !exists {
-		return
-	}
-	i.mu.Lock()
-	handlers := slices.Clone(i.handlers)
-	i.mu.Unlock()
-	for _, h := range handlers {
-		c := obj.(*v1.PersistentVolumeClaim).DeepCopy()
-		h.OnUpdate(c, c)
-	}
+	i.kept.requeue(i.SharedIndexInformer.GetStore(), key)
 }
 
 type quietHandler struct{ cache.ResourceEventHandler }

@@ -26,6 +26,7 @@
 //     record are not shown to it. The record is tether's, so upstream has
 //     nothing to change. Claims.Requeue hands a claim back to the library
 //     without a change of the claim (the end of a wait for an edit).
+//   - handlers.go: the handlers both wrappers keep for their Requeue.
 //   - nodes.go, SelectedNodes: v8 does not call Provision while the
 //     claim's selected node is missing, so the claim is never rescheduled;
 //     the library gets a node with only the name, and Provision asks the

@@ -1,8 +1,6 @@
 package libv8
 
 import (
-	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -29,8 +27,7 @@ func CopyingVolumes(inf cache.SharedIndexInformer) *Volumes {
 // Volumes is the PV informer as the library sees it (CopyingVolumes).
 type Volumes struct {
 	cache.SharedIndexInformer
-	mu       sync.Mutex
-	handlers []cache.ResourceEventHandler
+	kept handlers
 }
 
 func (i *Volumes) GetStore() cache.Store {
@@ -38,9 +35,7 @@ func (i *Volumes) GetStore() cache.Store {
 }
 
 func (i *Volumes) keep(h cache.ResourceEventHandler) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.handlers = append(i.handlers, h)
+	i.kept.add(h)
 }
 
 func (i *Volumes) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
@@ -63,16 +58,7 @@ func (i *Volumes) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cac
 // at it again (a PV whose deletion waited for a detach). A PV not in the
 // store is left alone.
 func (i *Volumes) Requeue(name string) {
-	obj, exists, err := i.SharedIndexInformer.GetStore().GetByKey(name)
-	if err != nil || !exists {
-		return
-	}
-	i.mu.Lock()
-	handlers := slices.Clone(i.handlers)
-	i.mu.Unlock()
-	for _, h := range handlers {
-		h.OnUpdate(copyOf(obj), copyOf(obj))
-	}
+	i.kept.requeue(i.SharedIndexInformer.GetStore(), name)
 }
 
 // copyingStore hands out deep copies of what it holds. Writes go through,
