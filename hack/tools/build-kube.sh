@@ -40,6 +40,14 @@ if [ ${#todo[@]} -gt 0 ]; then
   echo ">> building ${todo[*]} of Kubernetes $version into $bin (about 10 minutes cold on 2 cores)" >&2
   gomod=$(go mod download -json "k8s.io/kubernetes@$version" | awk -F'"' '/"GoMod"/ {print $4}')
   [ -n "$gomod" ] || { echo "build-kube.sh: cannot download k8s.io/kubernetes@$version" >&2; exit 1; }
+  # A release that asks for a Go newer than this machine's (v1.38: 1.27) is
+  # built with the pinned newer toolchain, which the go command fetches.
+  need=$(awk '$1=="go" {print $2; exit}' "$gomod")
+  have=$(go env GOVERSION); have=${have#go}
+  if [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | tail -n1)" != "$have" ]; then
+    echo "   $version asks for go $need (this machine has $have): GOTOOLCHAIN=$NEWER_GO_TOOLCHAIN" >&2
+    export GOTOOLCHAIN=$NEWER_GO_TOOLCHAIN
+  fi
   work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
   # A module that requires the release, with each staging module (which the
   # release's go.mod replaces by a folder of its own tree) replaced by its
