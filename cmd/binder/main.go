@@ -69,7 +69,7 @@ func defaultOptions() options {
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("binder", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: binder [flags]\n\nBinds PersistentVolumeClaims to PersistentVolumes, in place of kube-controller-manager's\npersistentvolume-binder-controller (run that with --controllers=*,-persistentvolume-binder-controller).\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: binder [flags]\n\nBinds PersistentVolumeClaims to PersistentVolumes, in place of kube-controller-manager's\npersistentvolume-binder-controller (run that with --controllers=*,bootstrapsigner,tokencleaner,-persistentvolume-binder-controller).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	klog.InitFlags(fs)

@@ -27,6 +27,9 @@
 //   - matrix.go: the README's tested Kubernetes versions against what
 //     docs/testing.md's make test-versions table shows passed, and the
 //     pinned version (MatrixVersions, CheckMatrix).
+//   - controllers.go: every kube-controller-manager --controllers value
+//     that turns KCM's binder off is the one that works on kubeadm and
+//     kind (KubeadmControllers, CheckControllers).
 //   - flags.go: every flag the docs name in code spans is one a tether
 //     program registers (CodeFlags) or another program's; the values and
 //     defaults of the binder's and the provisioner's flags in prose are

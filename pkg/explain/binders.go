@@ -84,7 +84,7 @@ func WhichBinder(b BinderLeases, now time.Time) BinderStatus {
 		s.Running = BinderTether
 		s.Evidence = fmt.Sprintf("Lease %s/%s is held by %s%s", l.Namespace, l.Name, l.Holder, renewedText(l, now))
 		if kcm != nil && kcm.Held {
-			s.Note = "kube-controller-manager leads too: its binder must be off (--controllers=...,-persistentvolume-binder-controller), or both binders act on claims"
+			s.Note = "kube-controller-manager leads too: its binder must be off (--controllers=*,bootstrapsigner,tokencleaner,-persistentvolume-binder-controller), or both binders act on claims"
 		}
 		return s
 	}
