@@ -19,6 +19,9 @@ const (
 	OwnDriverDeploy    = "csi-mock-controller"
 	// OwnDriverEPImage is where charts take EP from; the component swaps it.
 	OwnDriverEPImage = "registry.k8s.io/sig-storage/csi-provisioner:v6.4.0"
+	// OwnExtraRBAC is the recipe's name for the ClusterRole and the
+	// ClusterRoleBinding of the component's rbac-extra.yaml.
+	OwnExtraRBAC = "tether-provisioner-extra-" + OwnDriverNamespace
 )
 
 // ownDriverFiles are the driver's manifests, as its chart would render
@@ -131,8 +134,12 @@ components:
   - ../deploy/components/provisioner
   - ../deploy/components/binder
 patches:
+  - target: {kind: ClusterRole, name: tether-provisioner-extra}
+    patch: |
+      - {op: replace, path: /metadata/name, value: ` + OwnExtraRBAC + `}
   - target: {kind: ClusterRoleBinding, name: tether-provisioner-extra}
     patch: |
+      - {op: replace, path: /metadata/name, value: ` + OwnExtraRBAC + `}
       - op: replace
         path: /subjects/0
         value: {kind: ServiceAccount, name: csi-provisioner, namespace: ` + OwnDriverNamespace + `}
@@ -160,16 +167,33 @@ func WriteOwnDriverTree(t T, dir, harness string) {
 	for name, text := range ownDriverFiles {
 		files["own/driver/"+name] = text
 	}
-	rbac, err := os.ReadFile(filepath.Join(root, "test", "testdata", "ep-v6.4.0", "rbac.yaml"))
+	rbac, err := readRepoFile("test/testdata/ep-v6.4.0/rbac.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	files["own/driver/rbac.yaml"] = string(rbac)
+	files["own/driver/rbac.yaml"] = rbac
 	if harness != "" {
 		files["harness/kustomization.yaml"] = harness
 	}
+	writeFiles(t, dir, files)
+}
+
+// readRepoFile is the repository's file at path (slash-separated).
+func readRepoFile(path string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(path)))
+	return string(data), err
+}
+
+// writeFiles writes each file of files (by its slash-separated path under
+// dir), making its folders.
+func writeFiles(t T, dir string, files map[string]string) {
+	t.Helper()
 	for name, text := range files {
-		path := filepath.Join(dir, name)
+		path := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -216,7 +216,7 @@ func TestOwnDriverComponent(t *testing.T) {
 				t.Errorf("the recipe adds Deployment %s/%s with containers %v", d.Namespace, d.Name, names)
 			}
 		}
-		if m, err := metaOf(o); err == nil && strings.HasPrefix(m.GetName(), "tether-provisioner") && m.GetName() != "tether-provisioner-extra" {
+		if m, err := metaOf(o); err == nil && strings.HasPrefix(m.GetName(), "tether-provisioner") && m.GetName() != cluster.OwnExtraRBAC {
 			t.Errorf("deploy/csi's own provisioner object %T %s came with the binder", o, m.GetName())
 		}
 	}
@@ -232,20 +232,20 @@ func TestOwnDriverComponent(t *testing.T) {
 	for _, o := range after {
 		switch o := o.(type) {
 		case *rbacv1.ClusterRole:
-			if o.Name == "tether-provisioner-extra" {
+			if o.Name == cluster.OwnExtraRBAC {
 				extra = o
 			}
 		case *rbacv1.ClusterRoleBinding:
-			if o.Name == "tether-provisioner-extra" {
+			if o.Name == cluster.OwnExtraRBAC {
 				want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "csi-provisioner", Namespace: cluster.OwnDriverNamespace}}
-				if !reflect.DeepEqual(o.Subjects, want) || o.RoleRef.Name != "tether-provisioner-extra" {
+				if !reflect.DeepEqual(o.Subjects, want) || o.RoleRef.Name != cluster.OwnExtraRBAC {
 					t.Errorf("the extra binding: subjects %+v, role %s", o.Subjects, o.RoleRef.Name)
 				}
 			}
 		}
 	}
 	if extra == nil {
-		t.Fatal("no tether-provisioner-extra ClusterRole")
+		t.Fatalf("no %s ClusterRole", cluster.OwnExtraRBAC)
 	}
 	read := func(path string) []runtime.Object {
 		data, err := os.ReadFile(filepath.Join(root, path))
@@ -398,7 +398,7 @@ func TestOwnDriverRecipe(t *testing.T) {
 	e.nodes["node-1"] = c.StartRealNode(t, "node-1", images)
 	t.Logf("control plane and a real node Ready in %s", time.Since(start).Round(100*time.Millisecond))
 
-	dir := ownDriverTree(t, c.Config.Host)
+	dir := twoDriversTree(t, c.Config.Host)
 	manifests := c.Kubectl(t, nil, "kustomize", filepath.Join(dir, "harness"))
 	applied := time.Now()
 	c.Kubectl(t, manifests, "apply", "-f", "-")
@@ -419,17 +419,7 @@ func TestOwnDriverRecipe(t *testing.T) {
 	}
 	// docs/own-driver.md's RBAC check passes for the driver's
 	// ServiceAccount: EP's role and the extra one.
-	sa := "system:serviceaccount:" + cluster.OwnDriverNamespace + ":csi-provisioner"
-	for _, attrs := range docCanIList(t) {
-		review, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authv1.SubjectAccessReview{
-			Spec: authv1.SubjectAccessReviewSpec{User: sa, ResourceAttributes: &attrs}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !review.Status.Allowed {
-			t.Errorf("%s may not %s %s.%s", sa, attrs.Verb, attrs.Resource, attrs.Group)
-		}
-	}
+	rbacCheck(t, c, "system:serviceaccount:"+cluster.OwnDriverNamespace+":csi-provisioner")
 	pod := ownDriverPod(t, c)
 	if img := findPodContainer(pod, "csi-provisioner").Image; img != cluster.ProvisionerImage {
 		t.Fatalf("the csi-provisioner container runs %s, not tether's provisioner", img)
@@ -506,6 +496,8 @@ func TestOwnDriverRecipe(t *testing.T) {
 			t.Errorf("container %s restarted %d times (last state %+v)", st.Name, st.RestartCount, st.LastTerminationState.Terminated)
 		}
 	}
+	// A second driver beside the first (docs/own-driver.md, "Two drivers").
+	secondDriverOnNode(t, c, dir)
 	c.LogRestarts(t)
 	t.Logf("own-driver recipe: %s in all", time.Since(start).Round(time.Second))
 }
