@@ -40,6 +40,7 @@ Usage:
   kubectl tether why [flags] -n NAMESPACE CLAIM
   kubectl tether why --all-pending [-n NAMESPACE | -A] [flags]
   kubectl tether why -A [flags]
+  kubectl tether hand-back [flags] -n NAMESPACE deployment/NAME|daemonset/NAME
   kubectl tether version
 
 why says why a PersistentVolumeClaim is in its state. For a claim that is
@@ -116,9 +117,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "hand-back":
+		return runHandBack(args[1:], stdout, stderr)
 	case "why":
 	default:
-		fmt.Fprintf(stderr, "error: unknown command %q: the commands are why and version\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "error: unknown command %q: the commands are why, hand-back and version\n\n%s", args[0], usage)
 		return explain.ExitCannotTell
 	}
 	o, err := parse(args[1:])
