@@ -13,10 +13,10 @@ func driverPod(mod func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "drv-0"}, Spec: corev1.PodSpec{Containers: []corev1.Container{
 		{Name: "driver", Image: "example.com/driver:v1"},
 		{Name: "csi-provisioner", Image: "registry.k8s.io/sig-storage/csi-provisioner:v6.4.0", ImagePullPolicy: corev1.PullIfNotPresent,
-			Args: []string{"--csi-address=$(ADDRESS)", "--leader-election", "--http-endpoint=:8080", "--v=5"},
-			Env:  []corev1.EnvVar{{Name: "ADDRESS", Value: "/csi/csi.sock"}, {Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
-			VolumeMounts: []corev1.VolumeMount{{Name: "socket-dir", MountPath: "/csi"}},
-			Ports:        []corev1.ContainerPort{{ContainerPort: 8080}},
+			Args:          []string{"--csi-address=$(ADDRESS)", "--leader-election", "--http-endpoint=:8080", "--v=5"},
+			Env:           []corev1.EnvVar{{Name: "ADDRESS", Value: "/csi/csi.sock"}, {Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+			VolumeMounts:  []corev1.VolumeMount{{Name: "socket-dir", MountPath: "/csi"}},
+			Ports:         []corev1.ContainerPort{{ContainerPort: 8080}},
 			LivenessProbe: &corev1.Probe{}},
 	}}}
 	if mod != nil {

@@ -39,9 +39,12 @@ func startReal(t *testing.T, kcmArgs ...string) *realEnv {
 func setUpReal(t *testing.T) *realEnv { return setUpRealWith(t, realOptions{}) }
 
 // realOptions change setUpReal's cluster: kube-controller-manager's extra
-// flags, and kustomize patches of deploy/csi (cluster.DeployCSI).
+// flags, kustomize patches of deploy/csi (cluster.DeployCSI), and images
+// the nodes hold beside tether's.
 type realOptions struct {
 	kcmArgs, patches []string
+	// extraImages are imported on the nodes beside NodeImages.
+	extraImages []cluster.Image
 }
 
 func setUpRealWith(t *testing.T, o realOptions) *realEnv {
@@ -49,7 +52,7 @@ func setUpRealWith(t *testing.T, o realOptions) *realEnv {
 	start := time.Now()
 	e := startReal(t, o.kcmArgs...)
 	c := e.c
-	images := cluster.NodeImages(t)
+	images := append(cluster.NodeImages(t), o.extraImages...)
 	for _, name := range []string{"node-1", "node-2"} {
 		e.nodes[name] = c.StartRealNode(t, name, images)
 	}
