@@ -30,6 +30,9 @@
 //   - controllers.go: every kube-controller-manager --controllers value
 //     that turns KCM's binder off is the one that works on kubeadm and
 //     kind (KubeadmControllers, CheckControllers).
+//   - install.go: the README's install section turns KCM's binder off
+//     before its first kubectl apply, names the production manifest, and
+//     gives each checksum line for macOS too (CheckInstall).
 //   - flags.go: every flag the docs name in code spans is one a tether
 //     program registers (CodeFlags) or another program's; the values and
 //     defaults of the binder's and the provisioner's flags in prose are

@@ -23,6 +23,9 @@ import (
 const (
 	readmePush = "<!-- make e2e-kind runs this block (registry localhost:5001/tether) -->"
 	readmeLoad = "<!-- make e2e-kind runs this block -->"
+	// readmeKind marks the README's kind config, whose nodes the test's
+	// cluster has.
+	readmeKind = "<!-- make e2e-kind makes its cluster with these nodes -->"
 	// readmeRegistry is the registry the README's push block names; the
 	// test pushes to pushRegistry instead.
 	readmeRegistry = "registry.example.com/tether"
@@ -45,10 +48,10 @@ func readmeBlock(t *testing.T, root, marker string) []string {
 		switch {
 		case state == 0 && strings.TrimSpace(line) == marker:
 			state = 1
-		case state == 1 && line == "```sh":
+		case state == 1 && (line == "```sh" || line == "```yaml"):
 			state = 2
 		case state == 1 && strings.TrimSpace(line) != "":
-			t.Fatalf("README.md: %q is not followed by a ```sh block", marker)
+			t.Fatalf("README.md: %q is not followed by a ```sh or ```yaml block", marker)
 		case state == 2 && line == "```":
 			return lines
 		case state == 2:

@@ -1,8 +1,11 @@
 package e2ekind
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/tether-csi/tether/internal/release"
 	"github.com/tether-csi/tether/test/kind"
@@ -38,8 +41,25 @@ func TestReadmeInstallBlocks(t *testing.T) {
 }
 
 // The cluster keeps kubeadm's own controllers (joins need the bootstrap
-// signer) and turns KCM's PV binder off.
+// signer) and turns KCM's PV binder off, with the nodes of the README's kind
+// config.
 func TestKindConfig(t *testing.T) {
+	root, err := kind.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readme, ours map[string]any
+	if err := yaml.Unmarshal([]byte(strings.Join(readmeBlock(t, root, readmeKind), "\n")), &readme); err != nil {
+		t.Fatalf("the README's kind config: %v", err)
+	}
+	for _, own := range []bool{true, false} {
+		if err := yaml.Unmarshal([]byte(kindConfig(own)), &ours); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(readme["nodes"], ours["nodes"]) || readme["kind"] != ours["kind"] || readme["apiVersion"] != ours["apiVersion"] {
+			t.Errorf("kindConfig(%v)'s nodes are not the README's:\n%v\n%v", own, ours["nodes"], readme["nodes"])
+		}
+	}
 	for _, own := range []bool{true, false} {
 		c := kindConfig(own)
 		if !strings.Contains(c, `value: "*,bootstrapsigner,tokencleaner,-persistentvolume-binder-controller"`) {
