@@ -32,7 +32,7 @@ mkdir -p "$logs"
 GO=${GO:-go}
 
 # What each suite runs: the whole suite, or with SHORT=1 the part CI runs.
-short_integration='^(TestBinder|TestProvisioner|TestInteropOurProvisionerWithKCMBinder|TestInteropUpstreamProvisionerWithOurBinder|TestMigrationBothWays|TestBinderKeepsWhatItDoesNotRead|TestVolumeAttributesClass|TestCapacityScoring)$'
+short_integration='^(TestBinder|TestProvisioner|TestInteropOurProvisionerWithKCMBinder|TestInteropUpstreamProvisionerWithOurBinder|TestMigrationBothWays|TestBinderKeepsWhatItDoesNotRead|TestBinderKeepsFieldsItsClientDoesNotKnow|TestVolumeAttributesClass|TestCapacityScoring)$'
 suite_cmd() {
   local suite=$1
   case $suite in

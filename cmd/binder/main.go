@@ -199,8 +199,12 @@ func run(ctx context.Context, o options) error {
 	if o.leader.Status, err = server.NewLeaderStatus(reg, "binder"); err != nil {
 		return err
 	}
+	// An API server newer than the binder's API types may hold fields an
+	// update would drop: then every write is a patch (read again every 5
+	// minutes: a control plane is upgraded under a running binder).
+	skew := server.WatchSkew(ctx, client.Discovery(), server.APITypesMinor, 5*time.Minute)
 	ctrl, err := binder.New(binder.Options{Client: client, Workers: o.workers, ResyncPeriod: o.resync, Registerer: reg,
-		NodeLossGrace: o.nodeLoss})
+		NodeLossGrace: o.nodeLoss, PatchAll: skew.Newer})
 	if err != nil {
 		return err
 	}

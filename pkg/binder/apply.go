@@ -37,6 +37,8 @@ type Writer struct {
 	// keepRecords leaves the provisioner's in-flight record on a claim it
 	// binds, as KCM's binder does (the simulator's stand-in for KCM).
 	keepRecords bool
+	// patchAll: see Options.PatchAll.
+	patchAll func() bool
 }
 
 // ApplyClaim carries out a claim decision.

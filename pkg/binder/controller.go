@@ -61,6 +61,11 @@ type Options struct {
 	// the binder binds, as kube-controller-manager's binder does; tether's
 	// binder drops it in its bind write (false).
 	KeepRecords bool
+	// PatchAll, when set and true, has every write of a claim or PV be a
+	// merge patch: the API server is newer than the binder's API types and
+	// may hold fields an update would drop (server.Skew). Nil: only cut
+	// objects are patched (patch.go).
+	PatchAll func() bool
 }
 
 // Inputs are what a Controller runs on in place of its own informers and
@@ -163,7 +168,7 @@ func New(opts Options) (*Controller, error) {
 		recorder = c.broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventSource})
 	}
 	c.writer = &Writer{Client: opts.Client, Recorder: recorder, Volumes: c.volumes, Claims: c.claims, Metrics: c.metrics,
-		keepRecords: opts.KeepRecords}
+		keepRecords: opts.KeepRecords, patchAll: opts.PatchAll}
 
 	if in != nil {
 		c.classLister, c.nodeLister = storagelisters.NewStorageClassLister(in.Classes.GetIndexer()), in.Nodes

@@ -14,10 +14,13 @@ import (
 // The binder's writes of a cut object (slim.go: its cache copy lacks
 // fields the server has) are JSON merge patches (RFC 7386) of what it
 // changed, never full updates, which would erase those fields on the
-// server. A patch carries the resourceVersion the change was decided on,
-// so the API server refuses it with a conflict when the object changed
-// since, as it refuses an update. Other objects are written whole, by
-// update, which costs the API server less.
+// server; so are all its writes while the API server is newer than its
+// API types (Options.PatchAll), whose fields the binder's copies lack
+// too (a claim's status.healthStatus of Kubernetes 1.37, unknown to
+// client-go v0.36). A patch carries the resourceVersion the change was
+// decided on, so the API server refuses it with a conflict when the object
+// changed since, as it refuses an update. Other objects are written whole,
+// by update, which costs the API server less.
 
 // MergePatch returns the merge patch that turns the JSON object old into
 // new: each member that new changes or adds, with its new value (objects
@@ -114,7 +117,8 @@ func jsonObject(obj any) (map[string]any, error) {
 // writeClaim writes the change from old (a cached claim) to new (its
 // modified copy, which it may change), of the claim or of its status, and
 // takes the answer into the claim store: by update, or by merge patch when
-// old is cut (a patch of no change writes nothing and returns old).
+// old is cut or every write patches (a patch of no change writes nothing
+// and returns old).
 func (w *Writer) writeClaim(ctx context.Context, old, new *v1.PersistentVolumeClaim, status bool) (*v1.PersistentVolumeClaim, error) {
 	claims := w.Client.CoreV1().PersistentVolumeClaims(old.Namespace)
 	var (
@@ -122,7 +126,7 @@ func (w *Writer) writeClaim(ctx context.Context, old, new *v1.PersistentVolumeCl
 		err error
 	)
 	switch {
-	case !isCut(&old.ObjectMeta):
+	case !isCut(&old.ObjectMeta) && !w.patchesAll():
 		new.ManagedFields = nil // the server keeps its own
 		if status {
 			out, err = claims.UpdateStatus(ctx, new, metav1.UpdateOptions{})
@@ -157,7 +161,7 @@ func (w *Writer) writeVolume(ctx context.Context, old, new *v1.PersistentVolume,
 		err error
 	)
 	switch {
-	case !isCut(&old.ObjectMeta):
+	case !isCut(&old.ObjectMeta) && !w.patchesAll():
 		new.ManagedFields = nil
 		if status {
 			out, err = volumes.UpdateStatus(ctx, new, metav1.UpdateOptions{})
@@ -182,4 +186,9 @@ func (w *Writer) writeVolume(ctx context.Context, old, new *v1.PersistentVolume,
 		return nil, err
 	}
 	return w.Volumes.Returned(out), nil
+}
+
+// patchesAll reports whether every write must be a patch now.
+func (w *Writer) patchesAll() bool {
+	return w.patchAll != nil && w.patchAll()
 }

@@ -171,14 +171,20 @@ func TestSlimCut(t *testing.T) {
 // what changed, a whole one by updates; an update of a cut copy would
 // have erased them.
 func TestUnreadFieldsSurviveBind(t *testing.T) {
-	for _, cut := range []bool{true, false} {
-		t.Run(map[bool]string{true: "cut", false: "whole"}[cut], func(t *testing.T) {
-			testUnreadFieldsSurvive(t, cut)
+	for _, tt := range []struct {
+		name          string
+		cut, patchAll bool
+	}{{"cut", true, false}, {"whole", false, false}, {"whole, API server newer", false, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			testUnreadFieldsSurvive(t, tt.cut, tt.patchAll)
 		})
 	}
 }
 
-func testUnreadFieldsSurvive(t *testing.T, cut bool) {
+// testUnreadFieldsSurvive binds a claim, cut or whole, with every write a
+// patch (patchAll: the API server is newer than the binder's API types)
+// or not.
+func testUnreadFieldsSurvive(t *testing.T, cut, patchAll bool) {
 	class := newClass("fast", "csi.example.com")
 	claim := fatClaim()
 	claim.Spec.VolumeName, claim.Annotations = "", map[string]string{"example.com/owner": "ops"}
@@ -192,12 +198,14 @@ func testUnreadFieldsSurvive(t *testing.T, cut bool) {
 	if !cut {
 		claim.Annotations, claim.Spec.Resources.Limits, claim.Status.Conditions = nil, nil, nil
 		pv.Status.Reason = ""
-		wantVerb = "update"
+		if !patchAll {
+			wantVerb = "update"
+		}
 	}
 	client := fake.NewClientset(class, claim, pv)
 	client.PrependReactor("patch", "*", versionedPatches(client.Tracker()))
 	client.PrependReactor("update", "*", bumpVersion())
-	c, err := New(Options{Client: client, Workers: 2, Recorder: record.NewFakeRecorder(100)})
+	c, err := New(Options{Client: client, Workers: 2, Recorder: record.NewFakeRecorder(100), PatchAll: func() bool { return patchAll }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,4 +13,6 @@
 //     server's TokenReview and SubjectAccessReview accept;
 //   - calls.go: the count of calls in progress that must not outlive the
 //     process (Calls).
+//   - skew.go: whether the API server is of a newer minor release than the
+//     API types tether is built with (Skew, WatchSkew), read now and then.
 package server

@@ -2,12 +2,14 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tether-csi/tether/test/cluster"
 )
@@ -98,4 +100,57 @@ func checkVolumeKept(t *testing.T, got, want *corev1.PersistentVolume) {
 	if got.Status.LastPhaseTransitionTime == nil {
 		t.Errorf("the volume has no lastPhaseTransitionTime: %+v", got.Status)
 	}
+}
+
+// A field of a newer API server than the binder's client knows survives
+// the binder's writes: a claim's status.healthStatus (Kubernetes 1.37,
+// alpha CSIVolumeHealth), which client-go v0.36 reads as nothing, is kept
+// through the bind, whose status write is a merge patch of the phase. An
+// update would have sent the status without it, and the API server would
+// have dropped it (as KCM 1.36's binder does against a 1.37 API server).
+// An API server that does not keep the field (before 1.37) skips the test;
+// make test-versions runs it on 1.37.
+func TestBinderKeepsFieldsItsClientDoesNotKnow(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{Controllers: protectionControllers,
+		APIServerArgs: map[string][]string{"feature-gates": {"CSIVolumeHealth=true"}}})
+	cs := c.Client
+	ctx := t.Context()
+	mustCreate(t, cs.CoreV1().PersistentVolumes().Create, hostPathPV("health-pv", "health", "1Gi"))
+	mustCreate(t, cs.CoreV1().PersistentVolumeClaims("default").Create, claim("health", "health", "1Gi"))
+	const health = `{"status":{"healthStatus":{"healthConditions":[{"status":"Degraded","reason":"SlowDisk","message":"reported by the driver"}]}}}`
+	if _, err := cs.CoreV1().PersistentVolumeClaims("default").Patch(ctx, "health", types.MergePatchType, []byte(health), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if got := rawHealth(t, c, "health"); got == nil {
+		t.Skip("this API server does not keep a claim's status.healthStatus (Kubernetes 1.37 with CSIVolumeHealth has it)")
+	}
+	startBinder(t, c)
+	bound := waitClaimBound(t, cs, "health")
+	if bound.Spec.VolumeName != "health-pv" {
+		t.Fatalf("claim bound to %q", bound.Spec.VolumeName)
+	}
+	got := rawHealth(t, c, "health")
+	conds, _ := got["healthConditions"].([]any)
+	if len(conds) != 1 || conds[0].(map[string]any)["reason"] != "SlowDisk" {
+		t.Errorf("the claim's status.healthStatus after the bind: %v", got)
+	}
+}
+
+// rawHealth is the claim's status.healthStatus as the API server returns
+// it (JSON, past the client's types), nil when it has none.
+func rawHealth(t *testing.T, c *cluster.Cluster, name string) map[string]any {
+	t.Helper()
+	raw, err := c.Client.CoreV1().RESTClient().Get().Namespace("default").Resource("persistentvolumeclaims").Name(name).DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj struct {
+		Status struct {
+			HealthStatus map[string]any `json:"healthStatus"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj.Status.HealthStatus
 }
