@@ -5,7 +5,8 @@
 // every claim that waits, with its cause, in one namespace or (-A, as in
 // kubectl) in every namespace. It prints text, or JSON or YAML of the same
 // structs (-o). It only reads (get and list), and says what it could not
-// read.
+// read. It takes kubectl's cluster flags (--kubeconfig, --context, --server,
+// --token, --as, ...: flags.go, from k8s.io/cli-runtime).
 //
 // Exit status of why: 0 Bound, 1 not Bound, 2 cannot tell; 2 also for bad
 // arguments, as a bad setting in every tether program (internal/cli), said
