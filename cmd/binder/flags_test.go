@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,7 +42,7 @@ func TestCheckOptions(t *testing.T) {
 		{nil, ""},
 		{[]string{"--kubeconfig=kc", "--workers=3", "--version"}, ""},
 		{[]string{"--kubeconfig=kc", "foo", "--workers=0"}, "unexpected arguments"},
-		{[]string{"--no-such-flag"}, "not defined"},
+		{[]string{"--no-such-flag"}, "unknown flag --no-such-flag"},
 		{[]string{"--workers=x"}, "invalid value"},
 		{[]string{"--workers=0"}, "--workers"},
 		{[]string{"--resync-period=0s"}, "--resync-period"},
@@ -77,6 +78,8 @@ func TestCheckOptions(t *testing.T) {
 
 // Issue 38: --version prints only after every setting passed; a bad
 // setting exits 2 whoever finds it; help is on stdout with status 0.
+// Issue 51: a bad setting is one line, without the usage; --version names
+// the program, whatever the file is called.
 func TestBegin(t *testing.T) {
 	for _, tc := range []struct {
 		args   []string
@@ -90,14 +93,16 @@ func TestBegin(t *testing.T) {
 		{[]string{"--kube-api-qps=0", "--version"}, cli.ExitBadSetting, true, "", "--kube-api-qps"},
 		{[]string{"--leader-elect-retry-period=20s", "--version"}, cli.ExitBadSetting, true, "", "retry period"},
 		{[]string{"--metrics-secure", "--version"}, cli.ExitBadSetting, true, "", "--metrics-secure"},
-		{[]string{"--no-such-flag", "--version"}, cli.ExitBadSetting, true, "", "not defined"},
+		{[]string{"--no-such-flag", "--version"}, cli.ExitBadSetting, true, "", "binder: unknown flag --no-such-flag (binder --help lists the flags)\n"},
+		{[]string{"--resync-period=5"}, cli.ExitBadSetting, true, "", "binder: invalid value \"5\" for flag --resync-period: a duration needs a unit, e.g. 5s\n"},
+		{[]string{"--resync=5s"}, cli.ExitBadSetting, true, "", "binder: unknown flag --resync: did you mean --resync-period? (binder --help lists the flags)\n"},
 		{[]string{"--version", "x"}, cli.ExitBadSetting, true, "", "unexpected arguments"},
 		{[]string{"-h"}, 0, true, "Usage: binder", ""},
 		{[]string{"--workers=0", "--help"}, 0, true, "-resync-period", ""},
 		{[]string{"--workers=3"}, 0, false, "", ""},
 	} {
 		var stdout, stderr bytes.Buffer
-		_, status, exit := begin(append([]string{"binder"}, tc.args...), &stdout, &stderr)
+		_, status, exit := begin(append([]string{"/usr/local/bin/tether-binder-v0"}, tc.args...), &stdout, &stderr)
 		if status != tc.status || exit != tc.exit {
 			t.Errorf("%q: status %d, exit %v; want %d, %v\nstderr: %s", tc.args, status, exit, tc.status, tc.exit, stderr.String())
 		}
@@ -105,6 +110,12 @@ func TestBegin(t *testing.T) {
 			if (w.want == "") != (w.got == "") || !strings.Contains(w.got, w.want) {
 				t.Errorf("%q: %s %q, want %q", tc.args, w.name, w.got, w.want)
 			}
+		}
+		if slices.Contains(tc.args, "--version") && status == 0 && !strings.HasPrefix(stdout.String(), tc.stdout) {
+			t.Errorf("%q: stdout %q does not start with %q", tc.args, stdout.String(), tc.stdout)
+		}
+		if status == cli.ExitBadSetting && (strings.Count(stderr.String(), "\n") != 1 || !strings.HasPrefix(stderr.String(), "binder: ")) {
+			t.Errorf("%q: a bad setting in more than one line, or not the binder's: %q", tc.args, stderr.String())
 		}
 	}
 }

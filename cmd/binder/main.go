@@ -86,8 +86,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 }
 
 // parseFlags parses the command line into o: help asked for is printed on
-// stdout and returns flag.ErrHelp; a syntax error is printed with the usage
-// on stderr; an argument that is not a flag is an error (and not, as with
+// stdout and returns flag.ErrHelp; a syntax error is returned in one line,
+// without the usage (cli.Parse); an argument that is not a flag is an error (and not, as with
 // the flag package alone, the silent end of the flags). checkOptions checks
 // the values.
 func parseFlags(o *options, args []string, stdout, stderr io.Writer) error {
@@ -130,8 +130,9 @@ func checkOptions(o options) error {
 
 // begin is main's start: it parses args (the program's name first) and
 // checks every setting. exit is true when the process ends here, with
-// status: 0 after the help (on stdout) or the version, which prints only
-// once every setting passed; cli.ExitBadSetting after a bad setting, said
+// status: 0 after the help (on stdout) or the version (with the name
+// "binder", whatever args[0] is), which prints only once every setting
+// passed; cli.ExitBadSetting after a bad setting, said
 // on stderr.
 func begin(args []string, stdout, stderr io.Writer) (o options, status int, exit bool) {
 	o = defaultOptions()
@@ -147,7 +148,7 @@ func begin(args []string, stdout, stderr io.Writer) (o options, status int, exit
 		return o, cli.ExitBadSetting, true
 	}
 	if o.showVersion {
-		fmt.Fprintln(stdout, args[0], version.String())
+		fmt.Fprintln(stdout, "binder", version.String())
 		return o, 0, true
 	}
 	return o, 0, false

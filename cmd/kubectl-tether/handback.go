@@ -3,21 +3,22 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tether-csi/tether/internal/version"
 	"github.com/tether-csi/tether/pkg/handback"
 )
 
-const handBackUsage = `kubectl tether hand-back: hand tether's in-flight records back, for the
+// handBackUsageHead starts hand-back's usage, before its flags.
+const handBackUsageHead = `kubectl tether hand-back: hand tether's in-flight records back, for the
 switch back to external-provisioner and KCM's binder (docs/migration.md).
 
 Usage:
@@ -32,15 +33,10 @@ It needs patch on pods/ephemeralcontainers, and tether's provisioner image
 on the nodes (or pullable).
 
 Flags:
-  -n, --namespace NAME      the driver's namespace (default: the kubeconfig context's)
-      --container NAME      the pod's provisioner container (default csi-provisioner)
-      --image REF           tether's provisioner image (default
-                            ghcr.io/tether-csi/provisioner:<this plugin's version>)
-      --timeout D           how long to wait for each run to end (default 10m)
-      --kubeconfig PATH     kubeconfig file (default: $KUBECONFIG or ~/.kube/config)
-      --context NAME        kubeconfig context
-  -h, --help                this help
+`
 
+// handBackUsageTail ends hand-back's usage.
+const handBackUsageTail = `
 Exit status: 0 no claim holds the in-flight record; 3 claims still wait for
 their volume: let EP and KCM's binder provision them, then run it again;
 1 a run failed (its log is printed); 2 it could not run (bad arguments, no
@@ -49,39 +45,48 @@ running pod, no permission).
 
 // handBackOptions are hand-back's command line.
 type handBackOptions struct {
-	namespace, container, image, kubeconfig, context, target string
-	timeout                                                  time.Duration
+	namespace, container, image, target string
+	timeout                             time.Duration
+	config                              *genericclioptions.ConfigFlags
 }
 
 var releaseTag = regexp.MustCompile(`^v\d+\.\d+\.\d+(-[0-9A-Za-z.]+)?$`)
 
+// handBackFlags registers hand-back's flags on o: its own, and kubectl's
+// cluster flags (k8s.io/cli-runtime's ConfigFlags), -n among them.
+func handBackFlags(o *handBackOptions) *pflag.FlagSet {
+	cf := genericclioptions.NewConfigFlags(false)
+	cf.CacheDir = nil
+	o.config = cf
+	fs := pflag.NewFlagSet("kubectl tether hand-back", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.container, "container", "csi-provisioner", "the pod's provisioner container")
+	fs.StringVar(&o.image, "image", "", "tether's provisioner image (default ghcr.io/tether-csi/provisioner:<this plugin's version>)")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for each run to end")
+	cf.AddFlags(fs)
+	fs.BoolP("help", "h", false, "this help")
+	return fs
+}
+
+func handBackUsage() string {
+	var o handBackOptions
+	return handBackUsageHead + handBackFlags(&o).FlagUsagesWrapped(100) + handBackUsageTail
+}
+
 func parseHandBack(args []string) (handBackOptions, error) {
 	var o handBackOptions
-	fs := flag.NewFlagSet("kubectl tether hand-back", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	for _, n := range []string{"n", "namespace"} {
-		fs.StringVar(&o.namespace, n, "", "")
+	fs := handBackFlags(&o)
+	if err := fs.Parse(args); err != nil {
+		return o, err
 	}
-	fs.StringVar(&o.container, "container", "csi-provisioner", "")
-	fs.StringVar(&o.image, "image", "", "")
-	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "")
-	fs.StringVar(&o.context, "context", "", "")
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return o, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
+	if h, _ := fs.GetBool("help"); h {
+		return o, pflag.ErrHelp
 	}
-	if len(positional) != 1 {
-		return o, fmt.Errorf("give one target, deployment/NAME, daemonset/NAME or pod/NAME (got %q)", positional)
+	if fs.NArg() != 1 {
+		return o, fmt.Errorf("give one target, deployment/NAME, daemonset/NAME or pod/NAME (got %q)", fs.Args())
 	}
-	o.target = positional[0]
+	o.target = fs.Arg(0)
+	o.namespace = *o.config.Namespace
 	if o.image == "" {
 		v := version.String()
 		if !releaseTag.MatchString(v) {
@@ -98,18 +103,16 @@ func parseHandBack(args []string) (handBackOptions, error) {
 // runHandBack is kubectl tether hand-back; it returns the exit status.
 func runHandBack(args []string, stdout, stderr io.Writer) int {
 	o, err := parseHandBack(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, handBackUsage)
+	if errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprint(stdout, handBackUsage())
 		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "error: %v\n(kubectl tether hand-back --help for the usage)\n", err)
 		return 2
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
-	cfg, err := cc.ClientConfig()
+	loader := o.config.ToRawKubeConfigLoader()
+	cfg, err := loader.ClientConfig()
 	if err != nil {
 		fmt.Fprintln(stderr, "error: kubeconfig:", err)
 		return 2
@@ -121,7 +124,7 @@ func runHandBack(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if o.namespace == "" {
-		if o.namespace, _, err = cc.Namespace(); err != nil || o.namespace == "" {
+		if o.namespace, _, err = loader.Namespace(); err != nil || o.namespace == "" {
 			o.namespace = "default"
 		}
 	}

@@ -19,7 +19,8 @@ func TestParseHandBack(t *testing.T) {
 		{args: []string{"--image=i"}, wantErr: "give one target"},
 		{args: []string{"--image=i", "a", "b"}, wantErr: "give one target"},
 		{args: []string{"--image=i", "--timeout=0s", "pod/p"}, wantErr: "positive duration"},
-		{args: []string{"--timeout=5", "pod/p"}, wantErr: "invalid value"},
+		{args: []string{"--timeout=5", "pod/p"}, wantErr: "invalid argument"},
+		{args: []string{"--as=someone", "--server=https://x", "--image=i", "pod/p"}, want: handBackOptions{container: "csi-provisioner", image: "i", target: "pod/p"}},
 		{args: []string{"pod/p"}, wantErr: "give tether's provisioner image with --image"}, // a test binary is no release
 	} {
 		got, err := parseHandBack(tt.args)
@@ -29,7 +30,7 @@ func TestParseHandBack(t *testing.T) {
 			}
 			continue
 		}
-		got.timeout = 0
+		got.timeout, got.config = 0, nil
 		if err != nil || got != tt.want {
 			t.Errorf("%q: %+v (%v), want %+v", tt.args, got, err, tt.want)
 		}

@@ -5,8 +5,10 @@
 // every claim that waits, with its cause, in one namespace or (-A, as in
 // kubectl) in every namespace. It prints text, or JSON or YAML of the same
 // structs (-o). It only reads (get and list), and says what it could not
-// read. Its command hand-back (handback.go) runs tether's provisioner with
-// --hand-back in a driver's pod, for the switch back to EP.
+// read. It takes kubectl's cluster flags (--kubeconfig, --context, --server,
+// --token, --as, ...: flags.go, from k8s.io/cli-runtime). Its command
+// hand-back (handback.go) runs tether's provisioner with --hand-back in a
+// driver's pod, for the switch back to EP.
 //
 // Exit status of why: 0 Bound, 1 not Bound, 2 cannot tell; 2 also for bad
 // arguments, as a bad setting in every tether program (internal/cli), said
@@ -19,7 +21,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,14 +28,16 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/spf13/pflag"
 
 	"github.com/tether-csi/tether/internal/version"
 	"github.com/tether-csi/tether/pkg/explain"
 )
 
-const usage = `kubectl tether: tether's kubectl plugin.
+// usageHead starts the usage (usage), before the flags.
+const usageHead = `kubectl tether: tether's kubectl plugin.
 
 Usage:
   kubectl tether why [flags] NAMESPACE/CLAIM
@@ -51,24 +54,10 @@ the first reason the binder passes them over, the nearest few, and the
 provisioning path (provisioner, Leases, pods, in-flight record, failures,
 capacity). It only reads, and names what it could not read.
 
-Flags of why:
-  -n, --namespace NAME      namespace of the claim, or of --all-pending's
-                            table (default: the kubeconfig context's)
-  -A, --all-namespaces      every namespace, as in kubectl: --all-pending's
-                            table of all namespaces (-A alone implies
-                            --all-pending); not with -n or a claim
-      --all-pending         a table of every claim that is not Bound, with its
-                            cause: in -n's namespace, or with -A in every one
-      --show-volumes        list every volume of the claim's class, not the
-                            nearest few
-  -o, --output FORMAT       text, json or yaml (default text)
-      --binder-lease LEASE  tether's binder Lease: NAME in any namespace, or
-                            NAMESPACE/NAME (default tether-binder)
-      --kubeconfig PATH     kubeconfig file (default: $KUBECONFIG or ~/.kube/config)
-      --context NAME        kubeconfig context
-      --request-timeout D   time limit for all reads (default 30s)
-  -h, --help                this help
+`
 
+// usageTail ends the usage, after the flags.
+const usageTail = `
 Exit status of why: 0 the claim is Bound (with --all-pending: no claim
 waits); 1 it is not, and the cause is printed (with --all-pending: some
 claim waits); 2 it could not tell: bad arguments, the claim could not be
@@ -77,12 +66,15 @@ read, or the cause is CannotTell.
 
 // options are the command line.
 type options struct {
-	namespace, output, kubeconfig, context, binderLease string
-	timeout                                             time.Duration
+	namespace, output, binderLease string
+	// timeout is --request-timeout: 0 for no limit.
+	timeout time.Duration
 	// allNamespaces is -A: the table of every namespace.
 	allNamespaces           bool
 	allPending, showVolumes bool
 	claim                   string
+	// flags are the flags parsed, the cluster flags among them.
+	flags whyFlags
 }
 
 // Output formats of -o: text for a person, json and yaml of the same
@@ -100,13 +92,13 @@ func main() {
 // run is the plugin; it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return explain.ExitCannotTell
 	}
 	switch args[0] {
 	case "version", "--version", "-version":
 		if len(args) == 2 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help") {
-			fmt.Fprint(stdout, usage)
+			fmt.Fprint(stdout, usage())
 			return 0
 		}
 		if len(args) > 1 {
@@ -116,28 +108,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "kubectl-tether", version.String())
 		return 0
 	case "help", "-h", "--help", "-help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return 0
 	case "hand-back":
 		return runHandBack(args[1:], stdout, stderr)
 	case "why":
 	default:
-		fmt.Fprintf(stderr, "error: unknown command %q: the commands are why, hand-back and version\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "error: unknown command %q: the commands are why, hand-back and version\n\n%s", args[0], usage())
 		return explain.ExitCannotTell
 	}
 	o, err := parse(args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, usage)
+	if isHelp(err) {
+		fmt.Fprint(stdout, usage())
 		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "error: %v\n(kubectl tether why --help for the usage)\n", err)
 		return explain.ExitCannotTell
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
-	cfg, err := cc.ClientConfig()
+	cfg, contextNS, err := o.flags.restConfig()
 	if err != nil {
 		fmt.Fprintln(stderr, "error: kubeconfig:", err)
 		return explain.ExitCannotTell
@@ -149,11 +138,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "error:", err)
 		return explain.ExitCannotTell
 	}
-	contextNS, _, err := cc.Namespace()
-	if err != nil || contextNS == "" {
-		contextNS = "default"
+	ctx, cancel := context.WithCancel(context.Background())
+	if o.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	return execute(ctx, client, o, contextNS, stdout, stderr)
 }
@@ -217,37 +205,26 @@ func output(w io.Writer, format string, v any, text func(io.Writer) error) error
 }
 
 // parse reads the flags of why, which may come before or after the claim.
-// It returns flag.ErrHelp for -h and --help.
+// It returns pflag.ErrHelp for -h and --help.
 func parse(args []string) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("kubectl tether why", flag.ContinueOnError)
+	o.flags = newWhyFlags(&o)
+	fs := o.flags.all
 	fs.SetOutput(io.Discard)
-	for _, n := range []string{"n", "namespace"} {
-		fs.StringVar(&o.namespace, n, "", "")
+	fs.SetInterspersed(true)
+	if err := fs.Parse(args); err != nil {
+		return o, err
 	}
-	for _, n := range []string{"o", "output"} {
-		fs.StringVar(&o.output, n, outputText, "")
+	if help, _ := fs.GetBool("help"); help {
+		return o, pflag.ErrHelp
 	}
-	for _, n := range []string{"A", "all-namespaces"} {
-		fs.BoolVar(&o.allNamespaces, n, false, "")
+	positional := fs.Args()
+	o.namespace = o.flags.takeNamespace()
+	timeout, err := o.flags.timeout()
+	if err != nil {
+		return o, err
 	}
-	fs.BoolVar(&o.allPending, "all-pending", false, "")
-	fs.BoolVar(&o.showVolumes, "show-volumes", false, "")
-	fs.StringVar(&o.binderLease, "binder-lease", explain.BinderLeaseName, "")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "")
-	fs.StringVar(&o.context, "context", "", "")
-	fs.DurationVar(&o.timeout, "request-timeout", 30*time.Second, "")
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return o, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
+	o.timeout = timeout
 	if o.allNamespaces && len(positional) == 0 {
 		o.allPending = true // -A alone: the table of every namespace
 	}
@@ -264,8 +241,6 @@ func parse(args []string) (options, error) {
 		return o, errors.New("name one claim: NAMESPACE/CLAIM, or CLAIM with -n NAMESPACE; or --all-pending (-A for every namespace) for every claim that waits")
 	case o.output != outputText && o.output != outputJSON && o.output != outputYAML:
 		return o, fmt.Errorf("unknown output %q (text, json or yaml)", o.output)
-	case o.timeout <= 0:
-		return o, errors.New("--request-timeout must be positive")
 	case o.binderLease == "" || strings.Count(o.binderLease, "/") > 1:
 		return o, fmt.Errorf("--binder-lease %q: want NAME or NAMESPACE/NAME", o.binderLease)
 	}

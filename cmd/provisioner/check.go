@@ -37,7 +37,7 @@ func begin(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		return o, fs, cli.ExitBadSetting, true
 	}
 	if o.compat.showVersion {
-		fmt.Fprintln(stdout, args[0], version.String())
+		fmt.Fprintln(stdout, "provisioner", version.String())
 		return o, fs, 0, true
 	}
 	return o, fs, 0, false

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,6 +88,9 @@ func TestCheckOptions(t *testing.T) {
 
 // Issue 38: --version prints only after every setting passed; a bad
 // setting exits 2 whoever finds it; help is on stdout with status 0.
+// Issue 51: a bad setting is one line, without the usage; --version names
+// the program, whatever the file is called (EP's manifests name it
+// csi-provisioner).
 func TestBegin(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -102,10 +106,12 @@ func TestBegin(t *testing.T) {
 		{"version after no worker", []string{"--worker-threads=0", "--version"}, nil, cli.ExitBadSetting, true, "", "--worker-threads"},
 		{"version in node mode without NODE_NAME", []string{"--node-deployment", "--version"}, nil, cli.ExitBadSetting, true, "", "NODE_NAME"},
 		{"version in node mode", []string{"--node-deployment", "--version"}, map[string]string{"NODE_NAME": "n"}, 0, true, "provisioner ", ""},
-		{"an unknown flag", []string{"--no-such-flag", "--version"}, nil, cli.ExitBadSetting, true, "", "not defined"},
+		{"an unknown flag", []string{"--no-such-flag", "--version"}, nil, cli.ExitBadSetting, true, "", "provisioner: unknown flag --no-such-flag (provisioner --help lists the flags)\n"},
+		{"a misspelt flag", []string{"--worker-thread=3"}, nil, cli.ExitBadSetting, true, "", "provisioner: unknown flag --worker-thread: did you mean --worker-threads? (provisioner --help lists the flags)\n"},
+		{"a duration without a unit", []string{"--timeout=30"}, nil, cli.ExitBadSetting, true, "", "provisioner: invalid value \"30\" for flag --timeout: a duration needs a unit, e.g. 30s\n"},
 		{"version after an unknown log format", []string{"--logging-format=xml", "--version"}, nil, cli.ExitBadSetting, true, "", "Unsupported log format"},
 		{"version with json logs", []string{"--logging-format=json", "-v=5", "--version"}, nil, 0, true, "provisioner ", ""},
-		{"a bad value", []string{"--worker-threads=x"}, nil, cli.ExitBadSetting, true, "", "invalid value"},
+		{"a bad value", []string{"--worker-threads=x"}, nil, cli.ExitBadSetting, true, "", "provisioner: invalid value \"x\" for flag --worker-threads: a whole number, 0 or more\n"},
 		{"an argument", []string{"--version", "x"}, nil, cli.ExitBadSetting, true, "", "unexpected argument"},
 		{"-h", []string{"-h"}, nil, 0, true, "Usage: provisioner", ""},
 		{"--help after a bad value", []string{"--worker-threads=0", "--help"}, nil, 0, true, "--orphan-policy", ""},
@@ -113,7 +119,7 @@ func TestBegin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			o, _, status, exit := begin(append([]string{"provisioner"}, tc.args...), func(k string) string { return tc.env[k] }, &stdout, &stderr)
+			o, _, status, exit := begin(append([]string{"/csi/csi-provisioner"}, tc.args...), func(k string) string { return tc.env[k] }, &stdout, &stderr)
 			if status != tc.status || exit != tc.exit {
 				t.Errorf("status %d, exit %v; want %d, %v\nstderr: %s", status, exit, tc.status, tc.exit, stderr.String())
 			}
@@ -121,6 +127,12 @@ func TestBegin(t *testing.T) {
 				if (w.want == "") != (w.got == "") || !strings.Contains(w.got, w.want) {
 					t.Errorf("%s %q, want %q", w.name, w.got, w.want)
 				}
+			}
+			if slices.Contains(tc.args, "--version") && status == 0 && !strings.HasPrefix(stdout.String(), tc.stdout) {
+				t.Errorf("%q: stdout %q does not start with %q", tc.args, stdout.String(), tc.stdout)
+			}
+			if status == cli.ExitBadSetting && (strings.Count(stderr.String(), "\n") != 1 || !strings.HasPrefix(stderr.String(), "provisioner: ")) {
+				t.Errorf("a bad setting in more than one line, or not the provisioner's: %q", stderr.String())
 			}
 			if tc.name == "runs" && o.workers != 3 {
 				t.Errorf("workers %d", o.workers)

@@ -208,8 +208,8 @@ func (f *featureGates) Set(v string) error {
 }
 
 // parseFlags parses args onto o. Help asked for is printed on stdout and
-// returns flag.ErrHelp; a syntax error is printed with the usage on
-// stderr. An argument that is not a flag is an error too. The values are
+// returns flag.ErrHelp; a syntax error is returned in one line, without
+// the usage (cli.Parse). An argument that is not a flag is an error too. The values are
 // checked by checkOptions.
 func parseFlags(o *options, args []string, stdout, stderr io.Writer) (*flag.FlagSet, error) {
 	fs := newFlagSet(o)

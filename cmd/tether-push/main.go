@@ -22,7 +22,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/tether-csi/tether/internal/cli"
@@ -36,10 +35,11 @@ func main() {
 	os.Exit(code)
 }
 
-// run is tether-push with args (the program's name first); it returns the
-// exit status.
+// run is tether-push with args (the program's name first, which the
+// usage, -version and the errors do not use: a release names the file
+// per platform); it returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	prog := filepath.Base(args[0])
+	const prog = "tether-push"
 	err := release.PushCommand(ctx, prog, args[1:], stdout, stderr)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)

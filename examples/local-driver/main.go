@@ -61,7 +61,7 @@ func main() {
 	flags := newFlagSet(&s, os.Getenv, hostname)
 	_ = flags.Parse(os.Args[1:])
 	if s.showVersion {
-		fmt.Println(os.Args[0], version.String())
+		fmt.Println("local-driver", version.String()) // not os.Args[0]: images and tests name the file otherwise
 		os.Exit(0)
 	}
 	if flags.NArg() > 0 {

@@ -5,10 +5,34 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/tether-csi/tether/internal/doccheck"
 )
+
+// runMainEnv makes the test binary run main instead of the tests.
+const runMainEnv = "LOCAL_DRIVER_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Issue 51: --version names the program, not the file it runs from (here
+// local-driver.test).
+func TestVersionName(t *testing.T) {
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "--version")
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	out, err := cmd.Output()
+	if err != nil || !strings.HasPrefix(string(out), "local-driver ") || strings.Count(string(out), "\n") != 1 {
+		t.Errorf("--version: %q, %v; want one line, local-driver and the version", out, err)
+	}
+}
 
 func TestSocketPath(t *testing.T) {
 	for in, want := range map[string]string{

@@ -35,9 +35,9 @@ func BadSetting(err error) error {
 }
 
 // Parse parses args with fs. Help asked for (-h, -help, --help) is printed
-// on stdout and Parse returns flag.ErrHelp; a syntax error is printed, with
-// the usage, on stderr and returned as a bad setting. fs's output is
-// stderr afterwards.
+// on stdout and Parse returns flag.ErrHelp; a syntax error is returned as a
+// bad setting, said by Explain without the usage (the caller prints it,
+// with the program's name). fs's output is stderr afterwards.
 func Parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
 	var buf bytes.Buffer
 	fs.SetOutput(&buf)
@@ -47,8 +47,7 @@ func Parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
 		_, _ = stdout.Write(buf.Bytes())
 		return err
 	}
-	_, _ = stderr.Write(buf.Bytes())
-	return BadSetting(err)
+	return BadSetting(Explain(fs, args, err))
 }
 
 // ExitCode is the exit status for err: 0 for nil and for flag.ErrHelp,

@@ -31,7 +31,7 @@ func docs(t *testing.T, root string) []string {
 	if err != nil || len(pages) == 0 {
 		t.Fatalf("no docs/*.md (%v)", err)
 	}
-	out := []string{"README.md", "CHANGELOG.md"}
+	out := []string{"README.md", "CHANGELOG.md", "SECURITY.md"}
 	for _, p := range pages {
 		rel, _ := filepath.Rel(root, p)
 		out = append(out, rel)
@@ -39,8 +39,8 @@ func docs(t *testing.T, root string) []string {
 	return out
 }
 
-// Every relative link and anchor of the README, the CHANGELOG and
-// docs/*.md resolves, by GitHub's rules for anchors.
+// Every relative link and anchor of the README, the CHANGELOG,
+// SECURITY.md and docs/*.md resolves, by GitHub's rules for anchors.
 func TestLinksResolve(t *testing.T) {
 	r := root(t)
 	for _, p := range CheckLinks(r, docs(t, r)) {

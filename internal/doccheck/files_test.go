@@ -49,15 +49,16 @@ func repoFiles(t *testing.T, root string, dirs []string, exts ...string) []strin
 }
 
 // markdownFiles are the Markdown a reader reads: the README, the
-// CHANGELOG, docs/ and the Markdown under deploy/ and examples/.
+// CHANGELOG, SECURITY.md, docs/ and the Markdown under deploy/ and
+// examples/.
 func markdownFiles(t *testing.T, root string) []string {
-	return repoFiles(t, root, []string{"README.md", "CHANGELOG.md", "docs", "deploy", "examples"}, ".md")
+	return repoFiles(t, root, []string{"README.md", "CHANGELOG.md", "SECURITY.md", "docs", "deploy", "examples"}, ".md")
 }
 
 // readerFiles are markdownFiles and the manifests, rules and dashboards
 // under deploy/ and examples/.
 func readerFiles(t *testing.T, root string) []string {
-	return repoFiles(t, root, []string{"README.md", "CHANGELOG.md", "docs", "deploy", "examples"}, ".md", ".yaml", ".yml", ".json")
+	return repoFiles(t, root, []string{"README.md", "CHANGELOG.md", "SECURITY.md", "docs", "deploy", "examples"}, ".md", ".yaml", ".yml", ".json")
 }
 
 var (

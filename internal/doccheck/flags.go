@@ -11,12 +11,14 @@ import (
 )
 
 // flagRegistration is the argument that names the flag, for each method
-// of a flag.FlagSet (and of package flag) that registers one.
+// of a flag.FlagSet (and of package flag) that registers one, and of a
+// pflag.FlagSet that registers one with a shorthand (the next argument).
 var flagRegistration = map[string]int{
 	"String": 0, "Bool": 0, "Int": 0, "Int64": 0, "Uint": 0, "Uint64": 0, "Float64": 0, "Duration": 0,
 	"Func": 0, "BoolFunc": 0,
 	"StringVar": 1, "BoolVar": 1, "IntVar": 1, "Int64Var": 1, "UintVar": 1, "Uint64Var": 1,
 	"Float64Var": 1, "DurationVar": 1, "Var": 1, "TextVar": 1,
+	"StringP": 0, "BoolP": 0, "StringVarP": 1, "BoolVarP": 1, "IntVarP": 1, "DurationVarP": 1,
 }
 
 // CodeFlags returns the names of the flags the Go files register: the
@@ -41,7 +43,19 @@ func CodeFlags(files []string) (map[string]bool, error) {
 				if !ok {
 					return true
 				}
-				if i, ok := flagRegistration[sel.Sel.Name]; ok && i < len(n.Args) {
+				i, ok := flagRegistration[sel.Sel.Name]
+				if !ok {
+					return true
+				}
+				if strings.HasSuffix(sel.Sel.Name, "P") {
+					i++ // and the shorthand, next
+					if i < len(n.Args) {
+						if v, ok := stringLit(n.Args[i-1]); ok && v != "" {
+							names[v] = true
+						}
+					}
+				}
+				if i < len(n.Args) {
 					if v, ok := stringLit(n.Args[i]); ok && v != "" {
 						names[v] = true
 					}

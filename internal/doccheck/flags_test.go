@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // its flags too, as the provisioner's
 	"k8s.io/klog/v2"
@@ -33,6 +35,8 @@ func f(fs *flag.FlagSet, o *opts) {
 	for _, n := range []string{"zeta"} {
 		use(n)
 	}
+	pfs.StringVarP(&o.c, "output", "o", "", "")
+	pfs.BoolP("help", "h", false, "")
 }
 `
 	p := filepath.Join(dir, "x.go")
@@ -48,7 +52,7 @@ func f(fs *flag.FlagSet, o *opts) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	want := []string{"A", "all-pending", "alpha", "beta", "delta-name", "delta-namespace", "gamma", "not-a-flag-call-but-counted"}
+	want := []string{"A", "all-pending", "alpha", "beta", "delta-name", "delta-namespace", "gamma", "h", "help", "not-a-flag-call-but-counted", "o", "output"}
 	if !slices.Equal(names, want) {
 		t.Errorf("got %q, want %q", names, want)
 	}
@@ -81,6 +85,15 @@ func knownFlags(t *testing.T, r string) map[string]bool {
 	logFlags := flag.NewFlagSet("logs", flag.ContinueOnError)
 	logsapi.AddGoFlags(logsapi.NewLoggingConfiguration(), logFlags)
 	logFlags.VisitAll(func(f *flag.Flag) { known[f.Name] = true })
+	// kubectl-tether's cluster flags, kubectl's (cmd/kubectl-tether/flags.go).
+	clusterFlags := pflag.NewFlagSet("cluster", pflag.ContinueOnError)
+	genericclioptions.NewConfigFlags(false).AddFlags(clusterFlags)
+	clusterFlags.VisitAll(func(f *pflag.Flag) {
+		known[f.Name] = true
+		if f.Shorthand != "" {
+			known[f.Shorthand] = true
+		}
+	})
 	for _, f := range []string{"h", "help"} { // every Go program's
 		known[f] = true
 	}

@@ -30,8 +30,9 @@ unless -force; a tag that names the bundle's images already is left alone.
 // reports progress on stdout. Help asked for (-h, -help) is printed on
 // stdout and returns flag.ErrHelp; a bad setting (the flag package's error,
 // an argument, a -registry no image can be named in: checkPush) returns an
-// error marked cli.ErrBadSetting, the flag package's after the usage on
-// stderr, before -version prints and before anything is read or sent.
+// error marked cli.ErrBadSetting, for the caller to print (the flag
+// package's in one line, by cli.Explain), before -version prints and
+// before anything is read or sent.
 func PushCommand(ctx context.Context, prog string, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
 	fs.Usage = func() {
