@@ -57,17 +57,24 @@ func TestReleaseChecksTheVersionFirst(t *testing.T) {
 // make release on a version CHANGELOG.md has no section for fails in
 // under 10 seconds and leaves no _out/release/<version> folder. The
 // command is compiled and linked first, so that the time measured is
-// make's and the check's, not a cold build's.
+// make's and the check's, not a cold build's; the bound grows by what
+// go run's cache look-up takes on this machine now.
 func TestMakeReleaseFailsFastOnAnUnknownVersion(t *testing.T) {
 	root := repoRoot(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	// go run caches the executable it links: this run (the usage, status
-	// 2) leaves make's go run only the cache's look-up.
-	warm := exec.CommandContext(ctx, "go", "run", "./hack/release")
-	warm.Dir = root
-	if out, err := warm.CombinedOutput(); !strings.Contains(string(out), "usage: release") {
-		t.Fatalf("go run ./hack/release: %v\n%s", err, out)
+	// go run caches the executable it links: the first run (the usage,
+	// status 2) leaves make's go run only the cache's look-up, which the
+	// second measures: on a loaded machine it alone takes seconds.
+	var lookup time.Duration
+	for range 2 {
+		start := time.Now()
+		warm := exec.CommandContext(ctx, "go", "run", "./hack/release")
+		warm.Dir = root
+		if out, err := warm.CombinedOutput(); !strings.Contains(string(out), "usage: release") {
+			t.Fatalf("go run ./hack/release: %v\n%s", err, out)
+		}
+		lookup = time.Since(start)
 	}
 	folder := filepath.Join(root, "_out", "release", unknownVersion)
 	if _, err := os.Stat(folder); !os.IsNotExist(err) {
@@ -83,11 +90,12 @@ func TestMakeReleaseFailsFastOnAnUnknownVersion(t *testing.T) {
 	if !strings.Contains(string(out), "CHANGELOG.md has no section for "+unknownVersion) {
 		t.Errorf("make release VERSION=%s: %v, output lacks the reason:\n%s", unknownVersion, err, out)
 	}
-	if d > 10*time.Second {
-		t.Errorf("make release VERSION=%s took %v to fail, want under 10s", unknownVersion, d)
+	if d > 10*time.Second+lookup {
+		t.Errorf("make release VERSION=%s took %v to fail, want under 10s (and go run's %v)", unknownVersion, d, lookup)
 	}
 	if _, err := os.Stat(folder); !os.IsNotExist(err) {
 		t.Errorf("make release VERSION=%s left %s (stat: %v)", unknownVersion, folder, err)
 	}
-	t.Logf("make release VERSION=%s failed in %v: %s", unknownVersion, d.Round(10*time.Millisecond), strings.TrimSpace(string(out)))
+	t.Logf("make release VERSION=%s failed in %v (go run's look-up alone: %v): %s", unknownVersion,
+		d.Round(10*time.Millisecond), lookup.Round(10*time.Millisecond), strings.TrimSpace(string(out)))
 }
