@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# make lint: gofmt, go vet, staticcheck, go.mod tidy with honest
+# make lint: gofmt, go vet, staticcheck, actionlint, go.mod tidy with honest
 # `// indirect` marks, and one writer per object (hack/writers: claims and
 # PVs are written only in the files hack/writers/allow.txt lists). Runs on a fresh machine with only the Go module proxy:
-# staticcheck is built by `go run` at a pinned version (cached by Go).
+# staticcheck and actionlint are built by `go run` at pinned versions (cached
+# by Go). actionlint checks .github/workflows, and the shell of their run:
+# steps with shellcheck where shellcheck is installed (Debian's shellcheck).
 # hack/tools is a module of its own (its tools.go imports main packages), so
 # ./... here does not reach it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 STATICCHECK=${STATICCHECK:-honnef.co/go/tools/cmd/staticcheck@v0.8.2}
+ACTIONLINT=${ACTIONLINT:-github.com/rhysd/actionlint/cmd/actionlint@v1.7.12}
 status=0
 fail() { echo "lint: $*" >&2; status=1; }
 
@@ -21,6 +24,9 @@ echo "== go vet"
 
 echo "== staticcheck ($STATICCHECK)"
 "$GO" run "$STATICCHECK" ./... || fail "staticcheck"
+
+echo "== actionlint ($ACTIONLINT$(command -v shellcheck >/dev/null || echo ', without shellcheck'))"
+"$GO" run "$ACTIONLINT" || fail "actionlint: .github/workflows"
 
 echo "== one writer per object (hack/writers/allow.txt)"
 "$GO" run ./hack/writers || fail "a claim or PV written outside the files hack/writers/allow.txt lists"

@@ -9,7 +9,9 @@
 # rules and the Grafana dashboard are in the release, that the production
 # bundle holds no part of the example driver, that the chart's versions are
 # the release's, and that each image's SPDX SBOM and the in-toto provenance
-# are there and valid (hack/verify-release).
+# are there and valid (hack/verify-release). Last, the release workflow's
+# steps after its build run on the bundle (TestReleaseWorkflowSteps:
+# tether-push to a registry on loopback; cosign, docker and gh recorded).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # By default, a pre-release of the version CHANGELOG.md's Unreleased
@@ -56,4 +58,7 @@ fi
 # the provenance validates (in-toto v1, SLSA provenance v1) and its subjects
 # are SHA256SUMS's files and SHA256SUMS.
 "${GO:-go}" run ./hack/verify-release "$out"
-echo "release-check: $version built twice, the same $(wc -l <"$out/SHA256SUMS") files; tether.yaml and tether-production.yaml pinned; the krew manifest checked"
+# .github/workflows/release.yaml's publishing steps, on this bundle, with
+# what needs the network or GitHub's OIDC token recorded instead of run.
+TETHER_RELEASE_BUNDLE="$PWD/$out" "${GO:-go}" test -count=1 -run '^TestReleaseWorkflowSteps$' ./internal/release/
+echo "release-check: $version built twice, the same $(wc -l <"$out/SHA256SUMS") files; tether.yaml and tether-production.yaml pinned; the krew manifest checked; the release workflow's publishing steps ran on it"

@@ -52,7 +52,10 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "images", "release":
-		err = build(ctx, os.Args[1], os.Args[2:])
+		var root string
+		if root, err = os.Getwd(); err == nil {
+			err = build(ctx, root, os.Args[1], os.Args[2:])
+		}
 	case "push":
 		err = push(ctx, os.Args[2:])
 	case "check-krew":
@@ -72,7 +75,8 @@ func main() {
 
 func logf(format string, args ...any) { fmt.Printf(format+"\n", args...) }
 
-func build(ctx context.Context, what string, args []string) error {
+// build runs images or release (what) with args in the module at root.
+func build(ctx context.Context, root, what string, args []string) error {
 	fs := flag.NewFlagSet(what, flag.ExitOnError)
 	version := fs.String("version", "", "the version stamped into the binaries and tagging the images")
 	out := fs.String("out", "", "the folder to write into")
@@ -82,8 +86,12 @@ func build(ctx context.Context, what string, args []string) error {
 	if fs.NArg() > 0 || *version == "" || *out == "" {
 		return fmt.Errorf("%s: -version and -out are required, and nothing else (got %q)", what, fs.Args())
 	}
+	// A release's version is checked before anything is built or written:
+	// one with no CHANGELOG.md section fails at once and leaves no folder.
+	var notes string
 	if what == "release" {
-		if err := release.CheckVersion(*version); err != nil {
+		var err error
+		if notes, err = release.ReleaseNotes(root, *version); err != nil {
 			return err
 		}
 	}
@@ -94,10 +102,6 @@ func build(ctx context.Context, what string, args []string) error {
 			return fmt.Errorf("platform %q: want os/arch", p)
 		}
 		plats = append(plats, v1.Platform{OS: osName, Architecture: arch})
-	}
-	root, err := os.Getwd()
-	if err != nil {
-		return err
 	}
 	built, err := release.BuildImages(ctx, release.BuildOptions{Root: root, Version: *version, Registry: *registry,
 		Platforms: plats, Out: *out, Log: logf})
@@ -146,14 +150,6 @@ func build(ctx context.Context, what string, args []string) error {
 		if err := os.WriteFile(filepath.Join(*out, "tether-"+name), data, 0o644); err != nil {
 			return err
 		}
-	}
-	changelog, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))
-	if err != nil {
-		return err
-	}
-	notes, err := release.Notes(changelog, *version)
-	if err != nil {
-		return err
 	}
 	notes += "\n## Images\n\n"
 	for _, b := range built {

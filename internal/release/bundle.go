@@ -29,6 +29,20 @@ func CheckVersion(v string) error {
 	return nil
 }
 
+// ReleaseNotes checks version for a release, before anything is built: a
+// semantic version (CheckVersion) with a section in root's CHANGELOG.md
+// (Notes). It returns that section as the release's notes.
+func ReleaseNotes(root, version string) (string, error) {
+	if err := CheckVersion(version); err != nil {
+		return "", err
+	}
+	changelog, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))
+	if err != nil {
+		return "", err
+	}
+	return Notes(changelog, version)
+}
+
 // KustomizeImage is how deploy/csi names each component's image (the
 // `images:` entries its kustomization sets).
 var KustomizeImage = map[string]string{
