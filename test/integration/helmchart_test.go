@@ -60,7 +60,7 @@ var chartCases = []chartCase{
 	// ServiceAccount also added to the FlowSchemas as it says.
 	{name: "own driver", set: append([]string{"namespace.create=true", "provisioner.rbac=false"}, ownDriverSet...),
 		components: []string{"deploy/components/binder", "deploy/components/provisioner"},
-		patches: ownDriverPatches + ownDriverFlowPatches},
+		patches:    ownDriverPatches + ownDriverFlowPatches},
 	{name: "own driver, provisioner only", set: append([]string{"binder.enabled=false", "provisioner.rbac=false", "flowControl.enabled=false"}, ownDriverSet...),
 		components: []string{"deploy/components/provisioner"}, patches: ownDriverPatches},
 }
