@@ -129,7 +129,8 @@ func TestHelmChart(t *testing.T) {
 // TestHelmInstall installs tether's chart on a real API server with the
 // commands docs/deploy.md shows (read from its block), checks that every
 // object of the render is there and the release's, upgrades it with a
-// value changed, and uninstalls it: no object of the chart is left.
+// value changed, then with binder.enabled=false (the binder's Deployment
+// goes), and uninstalls it: no object of the chart is left.
 func TestHelmInstall(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	root, err := cluster.RepoRoot()
@@ -163,6 +164,14 @@ func TestHelmInstall(t *testing.T) {
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
 		t.Errorf("after helm upgrade --set binder.replicas=3 the binder has %v replicas", d.Spec.Replicas)
 	}
+
+	// The provisioner-only setup: the binder's objects go.
+	helm(t, c.Kubeconfig, "upgrade", "tether", filepath.Join(root, chartDir), "--namespace", cluster.DeployNamespace,
+		"--set", "binder.enabled=false")
+	cluster.WaitGone(t, "the binder's Deployment after binder.enabled=false", func(ctx context.Context) error {
+		_, err := c.Client.AppsV1().Deployments(cluster.DeployNamespace).Get(ctx, "tether-binder", metav1.GetOptions{})
+		return err
+	})
 
 	helm(t, c.Kubeconfig, "uninstall", "tether", "--namespace", cluster.DeployNamespace, "--wait")
 	for _, obj := range objs {
