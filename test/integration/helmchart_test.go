@@ -33,6 +33,7 @@ const chartDir = "deploy/helm/tether"
 type chartCase struct {
 	name       string
 	set        []string // helm --set values
+	values     []string // helm --values files, under the repository root
 	dir        string   // empty: components alone
 	components []string
 	// patches are the top kustomization's patches: entries of a YAML list.
@@ -60,9 +61,13 @@ var chartCases = []chartCase{
 	// ServiceAccount also added to the FlowSchemas as it says.
 	{name: "own driver", set: append([]string{"namespace.create=true", "provisioner.rbac=false"}, ownDriverSet...),
 		components: []string{"deploy/components/binder", "deploy/components/provisioner"},
-		patches:    ownDriverPatches + ownDriverFlowPatches},
+		patches:    ownDriverPatches("my-driver", "my-driver-controller-sa") + ownDriverFlowPatches("my-driver-controller-sa")},
 	{name: "own driver, provisioner only", set: append([]string{"binder.enabled=false", "provisioner.rbac=false", "flowControl.enabled=false"}, ownDriverSet...),
-		components: []string{"deploy/components/provisioner"}, patches: ownDriverPatches},
+		components: []string{"deploy/components/provisioner"}, patches: ownDriverPatches("my-driver", "my-driver-controller-sa")},
+	// examples/helm's values for tether's chart beside aws-ebs-csi-driver.
+	{name: "examples/helm/values-tether.yaml", set: []string{"namespace.create=true"}, values: []string{"examples/helm/values-tether.yaml"},
+		components: []string{"deploy/components/binder", "deploy/components/provisioner"},
+		patches:    ownDriverPatches("ebs", "ebs-csi-controller-sa") + ownDriverFlowPatches("ebs-csi-controller-sa")},
 }
 
 // ownDriverSet gives the chart the driver of docs/own-driver.md's recipe,
@@ -73,25 +78,33 @@ var ownDriverSet = []string{
 	"provisioner.serviceAccounts[0].namespace=kube-system",
 }
 
-const ownDriverPatches = `
+// ownDriverPatches is patch 1 of docs/own-driver.md's recipe for a driver
+// whose controller runs as the ServiceAccount sa in kube-system.
+func ownDriverPatches(driver, sa string) string {
+	return fmt.Sprintf(`
   - target: {kind: ClusterRole, name: tether-provisioner-extra}
     patch: |
-      - {op: replace, path: /metadata/name, value: tether-provisioner-extra-my-driver}
+      - {op: replace, path: /metadata/name, value: tether-provisioner-extra-%[1]s}
   - target: {kind: ClusterRoleBinding, name: tether-provisioner-extra}
     patch: |
-      - {op: replace, path: /metadata/name, value: tether-provisioner-extra-my-driver}
+      - {op: replace, path: /metadata/name, value: tether-provisioner-extra-%[1]s}
       - op: replace
         path: /subjects/0
-        value: {kind: ServiceAccount, name: my-driver-controller-sa, namespace: kube-system}
-`
+        value: {kind: ServiceAccount, name: %[2]s, namespace: kube-system}
+`, driver, sa)
+}
 
-const ownDriverFlowPatches = `
+// ownDriverFlowPatches adds the ServiceAccount sa of kube-system to both
+// FlowSchemas, as docs/own-driver.md ("RBAC") says.
+func ownDriverFlowPatches(sa string) string {
+	return fmt.Sprintf(`
   - target: {kind: FlowSchema}
     patch: |
       - op: add
         path: /spec/rules/0/subjects/-
-        value: {kind: ServiceAccount, serviceAccount: {name: my-driver-controller-sa, namespace: kube-system}}
-`
+        value: {kind: ServiceAccount, serviceAccount: {name: %s, namespace: kube-system}}
+`, sa)
+}
 
 // TestHelmChart lints tether's chart (helm lint --strict, with each set of
 // values) and checks that each render (helm template, in tether-system)
@@ -111,11 +124,15 @@ func TestHelmChart(t *testing.T) {
 	chart := filepath.Join(root, chartDir)
 	for _, tt := range chartCases {
 		t.Run(tt.name, func(t *testing.T) {
-			lint := helm(t, "", append([]string{"lint", "--strict", chart}, setFlags(tt.set)...)...)
+			flags := setFlags(tt.set)
+			for _, f := range tt.values {
+				flags = append(flags, "--values", filepath.Join(root, f))
+			}
+			lint := helm(t, "", append([]string{"lint", "--strict", chart}, flags...)...)
 			if !strings.Contains(lint, "1 chart(s) linted, 0 chart(s) failed") || strings.Contains(lint, "[WARNING]") || strings.Contains(lint, "[ERROR]") {
 				t.Errorf("helm lint:\n%s", lint)
 			}
-			got := decodeBundle(t, []byte(helm(t, "", append([]string{"template", "tether", chart, "--namespace", cluster.DeployNamespace}, setFlags(tt.set)...)...)))
+			got := decodeBundle(t, []byte(helm(t, "", append([]string{"template", "tether", chart, "--namespace", cluster.DeployNamespace}, flags...)...)))
 			dropReleaseLabels(got)
 			want := decodeBundle(t, []byte(kustomizeTree(t, root, tt.dir, tt.components, tt.patches)))
 			if tt.dropNamespace {
