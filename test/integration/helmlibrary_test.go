@@ -136,8 +136,8 @@ var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 // kubelet would give them ($(VAR) expanded from its env; an env entry from
 // the downward API gets a stand-in value) and --version, which exits 0
 // only once every flag parsed and every setting passed its checks at start
-// (cmd/provisioner's begin). It returns the exit error and the output.
-func runSidecarArgs(t *testing.T, c corev1.Container, extra ...string) (error, string) {
+// (cmd/provisioner's begin). It returns the output and the exit error.
+func runSidecarArgs(t *testing.T, c corev1.Container, extra ...string) (string, error) {
 	t.Helper()
 	env := map[string]string{}
 	var environ []string
@@ -163,7 +163,7 @@ func runSidecarArgs(t *testing.T, c corev1.Container, extra ...string) (error, s
 	cmd.Env = environ
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
-	return err, string(out)
+	return string(out), err
 }
 
 // TestHelmLibraryChart renders the test driver chart, which takes its
@@ -212,10 +212,10 @@ func TestHelmLibraryChart(t *testing.T) {
 			}
 			checkSocketMount(t, pod, c)
 			checkProbe(t, c, tt.secure)
-			if err, out := runSidecarArgs(t, c); err != nil {
+			if out, err := runSidecarArgs(t, c); err != nil {
 				t.Errorf("tether's provisioner refuses the sidecar's args %q: %v\n%s", c.Args, err, out)
 			}
-			if err, _ := runSidecarArgs(t, c, "--no-such-flag"); err == nil {
+			if _, err := runSidecarArgs(t, c, "--no-such-flag"); err == nil {
 				t.Error("tether's provisioner accepted --no-such-flag: the args check cannot fail")
 			}
 
