@@ -65,7 +65,7 @@ var chartCases = []chartCase{
 	{name: "own driver, provisioner only", set: append([]string{"binder.enabled=false", "provisioner.rbac=false", "flowControl.enabled=false"}, ownDriverSet...),
 		components: []string{"deploy/components/provisioner"}, patches: ownDriverPatches("my-driver", "my-driver-controller-sa")},
 	// examples/helm's values for tether's chart beside aws-ebs-csi-driver.
-	{name: "examples/helm/values-tether.yaml", set: []string{"namespace.create=true"}, values: []string{"examples/helm/values-tether.yaml"},
+	{name: "examples/helm/tether-values.yaml", set: []string{"namespace.create=true"}, values: []string{"examples/helm/tether-values.yaml"},
 		components: []string{"deploy/components/binder", "deploy/components/provisioner"},
 		patches:    ownDriverPatches("ebs", "ebs-csi-controller-sa") + ownDriverFlowPatches("ebs-csi-controller-sa")},
 }
