@@ -33,8 +33,11 @@ const chartDir = "deploy/helm/tether"
 type chartCase struct {
 	name       string
 	set        []string // helm --set values
-	dir        string
+	values     []string // helm --values files, under the repository root
+	dir        string   // empty: components alone
 	components []string
+	// patches are the top kustomization's patches: entries of a YAML list.
+	patches string
 	// dropNamespace: the render without the Namespace object (the chart's
 	// default leaves it to helm install --create-namespace).
 	dropNamespace bool
@@ -54,6 +57,53 @@ var chartCases = []chartCase{
 		dir: "deploy/production", components: []string{"deploy/csi/components/secure-metrics"}, dropNamespace: true},
 	{name: "prometheusrule", set: []string{"namespace.create=true", "monitoring.prometheusRule.enabled=true"},
 		dir: "deploy/production", components: []string{"deploy/monitoring/prometheusrule"}},
+	// A driver of one's own: docs/own-driver.md's recipe, the driver's
+	// ServiceAccount also added to the FlowSchemas as it says.
+	{name: "own driver", set: append([]string{"namespace.create=true", "provisioner.rbac=false"}, ownDriverSet...),
+		components: []string{"deploy/components/binder", "deploy/components/provisioner"},
+		patches:    ownDriverPatches("my-driver", "my-driver-controller-sa") + ownDriverFlowPatches("my-driver-controller-sa")},
+	{name: "own driver, provisioner only", set: append([]string{"binder.enabled=false", "provisioner.rbac=false", "flowControl.enabled=false"}, ownDriverSet...),
+		components: []string{"deploy/components/provisioner"}, patches: ownDriverPatches("my-driver", "my-driver-controller-sa")},
+	// examples/helm's values for tether's chart beside aws-ebs-csi-driver.
+	{name: "examples/helm/tether-values.yaml", set: []string{"namespace.create=true"}, values: []string{"examples/helm/tether-values.yaml"},
+		components: []string{"deploy/components/binder", "deploy/components/provisioner"},
+		patches:    ownDriverPatches("ebs", "ebs-csi-controller-sa") + ownDriverFlowPatches("ebs-csi-controller-sa")},
+}
+
+// ownDriverSet gives the chart the driver of docs/own-driver.md's recipe,
+// whose patch 1 is ownDriverPatches.
+var ownDriverSet = []string{
+	"provisioner.serviceAccounts[0].driver=my-driver",
+	"provisioner.serviceAccounts[0].name=my-driver-controller-sa",
+	"provisioner.serviceAccounts[0].namespace=kube-system",
+}
+
+// ownDriverPatches is patch 1 of docs/own-driver.md's recipe for a driver
+// whose controller runs as the ServiceAccount sa in kube-system.
+func ownDriverPatches(driver, sa string) string {
+	return fmt.Sprintf(`
+  - target: {kind: ClusterRole, name: tether-provisioner-extra}
+    patch: |
+      - {op: replace, path: /metadata/name, value: tether-provisioner-extra-%[1]s}
+  - target: {kind: ClusterRoleBinding, name: tether-provisioner-extra}
+    patch: |
+      - {op: replace, path: /metadata/name, value: tether-provisioner-extra-%[1]s}
+      - op: replace
+        path: /subjects/0
+        value: {kind: ServiceAccount, name: %[2]s, namespace: kube-system}
+`, driver, sa)
+}
+
+// ownDriverFlowPatches adds the ServiceAccount sa of kube-system to both
+// FlowSchemas, as docs/own-driver.md ("RBAC") says.
+func ownDriverFlowPatches(sa string) string {
+	return fmt.Sprintf(`
+  - target: {kind: FlowSchema}
+    patch: |
+      - op: add
+        path: /spec/rules/0/subjects/-
+        value: {kind: ServiceAccount, serviceAccount: {name: %s, namespace: kube-system}}
+`, sa)
 }
 
 // TestHelmChart lints tether's chart (helm lint --strict, with each set of
@@ -62,7 +112,10 @@ var chartCases = []chartCase{
 // and field for field: with its default values deploy/production (the
 // release's tether-production.yaml) less the Namespace, with the example
 // driver deploy/csi (tether.yaml), and each optional part as the
-// component of the same name.
+// component of the same name. The chart's objects carry the three labels
+// Helm's conventions give a release's objects (releaseLabels), which no
+// kustomize tree has: those three, and only those, are left out of the
+// comparison.
 func TestHelmChart(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
@@ -71,12 +124,17 @@ func TestHelmChart(t *testing.T) {
 	chart := filepath.Join(root, chartDir)
 	for _, tt := range chartCases {
 		t.Run(tt.name, func(t *testing.T) {
-			lint := helm(t, "", append([]string{"lint", "--strict", chart}, setFlags(tt.set)...)...)
+			flags := setFlags(tt.set)
+			for _, f := range tt.values {
+				flags = append(flags, "--values", filepath.Join(root, f))
+			}
+			lint := helm(t, "", append([]string{"lint", "--strict", chart}, flags...)...)
 			if !strings.Contains(lint, "1 chart(s) linted, 0 chart(s) failed") || strings.Contains(lint, "[WARNING]") || strings.Contains(lint, "[ERROR]") {
 				t.Errorf("helm lint:\n%s", lint)
 			}
-			got := decodeBundle(t, []byte(helm(t, "", append([]string{"template", "tether", chart, "--namespace", cluster.DeployNamespace}, setFlags(tt.set)...)...)))
-			want := decodeBundle(t, []byte(kustomizeTree(t, root, tt.dir, tt.components)))
+			got := decodeBundle(t, []byte(helm(t, "", append([]string{"template", "tether", chart, "--namespace", cluster.DeployNamespace}, flags...)...)))
+			dropReleaseLabels(got)
+			want := decodeBundle(t, []byte(kustomizeTree(t, root, tt.dir, tt.components, tt.patches)))
 			if tt.dropNamespace {
 				want = slices.DeleteFunc(want, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
 			}
@@ -88,7 +146,8 @@ func TestHelmChart(t *testing.T) {
 // TestHelmInstall installs tether's chart on a real API server with the
 // commands docs/deploy.md shows (read from its block), checks that every
 // object of the render is there and the release's, upgrades it with a
-// value changed, and uninstalls it: no object of the chart is left.
+// value changed, then with binder.enabled=false (the binder's Deployment
+// goes), and uninstalls it: no object of the chart is left.
 func TestHelmInstall(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	root, err := cluster.RepoRoot()
@@ -122,6 +181,14 @@ func TestHelmInstall(t *testing.T) {
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
 		t.Errorf("after helm upgrade --set binder.replicas=3 the binder has %v replicas", d.Spec.Replicas)
 	}
+
+	// The provisioner-only setup: the binder's objects go.
+	helm(t, c.Kubeconfig, "upgrade", "tether", filepath.Join(root, chartDir), "--namespace", cluster.DeployNamespace,
+		"--set", "binder.enabled=false")
+	cluster.WaitGone(t, "the binder's Deployment after binder.enabled=false", func(ctx context.Context) error {
+		_, err := c.Client.AppsV1().Deployments(cluster.DeployNamespace).Get(ctx, "tether-binder", metav1.GetOptions{})
+		return err
+	})
 
 	helm(t, c.Kubeconfig, "uninstall", "tether", "--namespace", cluster.DeployNamespace, "--wait")
 	for _, obj := range objs {
@@ -169,10 +236,34 @@ func setFlags(set []string) []string {
 	return args
 }
 
-// kustomizeTree renders dir (under root's deploy/) with the components
-// over it, by `kubectl kustomize` of a kustomization beside a copy of
-// deploy/ (kustomize takes relative paths only).
-func kustomizeTree(t *testing.T, root, dir string, components []string) string {
+// releaseLabels are the labels the chart gives each of its objects that no
+// kustomize tree gives (templates/_helpers.tpl, tether.labels).
+var releaseLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by"}
+
+// dropReleaseLabels takes releaseLabels out of each object's own labels
+// (not its pod template's), and the labels map if nothing else is left.
+func dropReleaseLabels(objs []*unstructured.Unstructured) {
+	for _, o := range objs {
+		labels := o.GetLabels()
+		if labels == nil {
+			continue
+		}
+		for _, l := range releaseLabels {
+			delete(labels, l)
+		}
+		if len(labels) == 0 {
+			unstructured.RemoveNestedField(o.Object, "metadata", "labels")
+		} else {
+			o.SetLabels(labels)
+		}
+	}
+}
+
+// kustomizeTree renders dir (under root's deploy/; none if empty) with the
+// components over it and patches (entries of a YAML list), by `kubectl
+// kustomize` of a kustomization beside a copy of deploy/ (kustomize takes
+// relative paths only).
+func kustomizeTree(t *testing.T, root, dir string, components []string, patches string) string {
 	t.Helper()
 	kubectl, err := cluster.Tool("kubectl")
 	if err != nil {
@@ -182,12 +273,18 @@ func kustomizeTree(t *testing.T, root, dir string, components []string) string {
 	if err := os.CopyFS(filepath.Join(tree, "deploy"), os.DirFS(filepath.Join(root, "deploy"))); err != nil {
 		t.Fatal(err)
 	}
-	k := fmt.Sprintf("resources: [../%s]\n", dir)
+	k := ""
+	if dir != "" {
+		k = fmt.Sprintf("resources: [../%s]\n", dir)
+	}
 	if len(components) > 0 {
 		k += "components:\n"
 	}
 	for _, comp := range components {
 		k += fmt.Sprintf("  - ../%s\n", comp)
+	}
+	if patches != "" {
+		k += "patches:" + patches
 	}
 	if err := os.MkdirAll(filepath.Join(tree, "top"), 0o755); err != nil {
 		t.Fatal(err)
