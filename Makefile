@@ -47,7 +47,6 @@ images: ## OCI image archives of the binder, provisioner and local driver for IM
 
 release: ## the release bundle of VERSION=vX.Y.Z in _out/release/VERSION/: image archives, tether.yaml pinned by digest, RELEASE_NOTES.md, SHA256SUMS
 	@[[ "$(origin VERSION)" == "command line" || "$(origin VERSION)" == "environment" ]] || { echo "make release: say which, e.g. make release VERSION=v0.1.0" >&2; exit 2; }
-	rm -rf "_out/release/$(VERSION)"
 	$(GO) run ./hack/release release -version "$(VERSION)" -registry "$(IMAGE_REGISTRY)" -platforms "$(IMAGE_PLATFORMS)" \
 	  -out "_out/release/$(VERSION)"
 

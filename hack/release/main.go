@@ -87,11 +87,16 @@ func build(ctx context.Context, root, what string, args []string) error {
 		return fmt.Errorf("%s: -version and -out are required, and nothing else (got %q)", what, fs.Args())
 	}
 	// A release's version is checked before anything is built or written:
-	// one with no CHANGELOG.md section fails at once and leaves no folder.
+	// one with no CHANGELOG.md section fails at once and leaves no folder,
+	// nor removes an earlier bundle of that version. The folder is then
+	// made anew: a bundle never holds files of an earlier build.
 	var notes string
 	if what == "release" {
 		var err error
 		if notes, err = release.ReleaseNotes(root, *version); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(*out); err != nil {
 			return err
 		}
 	}
