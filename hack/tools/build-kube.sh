@@ -11,7 +11,8 @@
 # e2e.test and agnhost never: without e2e the folder has none).
 # For the pinned KUBERNETES_VERSION the folder is BIN_DIR itself. The path of
 # the folder is the last line printed. A program already there is not built
-# again.
+# again. Exit status 3: some programs could not be built (named on stderr),
+# the folder has the others and the links.
 set -euo pipefail
 trap 'echo "build-kube.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 here=$(cd "$(dirname "$0")" && pwd)
@@ -33,7 +34,7 @@ mkdir -p "$bin"
 
 programs=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
 [ "$with_e2e" = e2e ] && programs+=(e2e.test agnhost)
-todo=()
+todo=() failed=()
 for p in "${programs[@]}"; do [ -x "$bin/$p" ] || todo+=("$p"); done
 
 if [ ${#todo[@]} -gt 0 ]; then
@@ -68,12 +69,14 @@ if [ ${#todo[@]} -gt 0 ]; then
   } >"$work/go.mod"
   vpkg=k8s.io/component-base/version
   ldflags="-X $vpkg.gitVersion=$version -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor"
+  # A program that does not build (a pre-release may need a module the
+  # proxy does not serve) is named at the end; the others are built.
   for p in "${todo[@]}"; do
     case $p in
       e2e.test) (cd "$work" && GOFLAGS=-mod=mod go test -c -trimpath -ldflags "$ldflags" -o "$bin/e2e.test" k8s.io/kubernetes/test/e2e) ;;
       agnhost) (cd "$work" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$bin/agnhost" k8s.io/kubernetes/test/images/agnhost) ;;
       *) (cd "$work" && GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$bin/$p" "k8s.io/kubernetes/cmd/$p") ;;
-    esac
+    esac || failed+=("$p")
   done
   s=$((SECONDS - started))
   printf '   took %dm%02ds\n' $((s / 60)) $((s % 60)) >&2
@@ -95,3 +98,7 @@ for f in "$base"/*; do
   fi
 done
 echo "$bin"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "build-kube.sh: not built: ${failed[*]} (the folder has the rest)" >&2
+  exit 3
+fi
