@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,34 +19,22 @@ import (
 	"github.com/tether-csi/tether/test/cluster"
 )
 
-// TestHandBackControllerMode runs docs/migration.md's switch back for a
+// handBackControllerMode runs docs/migration.md's switch back for a
 // driver whose provisioner is a controller's sidecar (its socket in an
-// emptyDir no other pod reaches), on a real kubelet node: the own-driver
-// recipe runs; with tether's binder stopped, a claim is provisioned and
-// keeps tether's in-flight record; the sidecar's image goes back to EP
-// v6.4.0's and KCM's binder is turned on; `kubectl tether hand-back
-// deployment/...` runs tether's provisioner with --hand-back in the
-// driver's pod and exits 0; the record is gone, KCM binds the claim to
-// tether's PV, and once the claim is deleted EP deletes the volume: no
-// claim left Terminating, no volume left behind.
-func TestHandBackControllerMode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and a kubelet node")
-	}
+// emptyDir no other pod reaches): a phase of TestOwnDriverRecipe, on its
+// control plane and real node, with the own-driver recipe running. With
+// tether's binder stopped, a claim is provisioned and keeps tether's
+// in-flight record; the sidecar's image goes back to EP v6.4.0's and KCM's
+// binder is turned on; `kubectl tether hand-back deployment/...` runs
+// tether's provisioner with --hand-back in the driver's pod and exits 0;
+// the record is gone, KCM binds the claim to tether's PV, and once the
+// claim is deleted EP deletes the volume: no claim left Terminating, no
+// volume left behind. The node must hold EP's image
+// (cluster.UpstreamImages).
+func handBackControllerMode(t *testing.T, c *cluster.Cluster) {
 	start := time.Now()
-	e := startReal(t)
-	c := e.c
-	images := append(cluster.NodeImages(t), cluster.MockDriverNodeImage(t))
-	images = append(images, cluster.UpstreamImages(t)...)
-	e.nodes["node-1"] = c.StartRealNode(t, "node-1", images)
 	plugin := cluster.BuildBinary(t, "./cmd/kubectl-tether")
-	t.Logf("control plane and a real node Ready in %s", time.Since(start).Round(100*time.Millisecond))
-
-	dir := ownDriverTree(t, c.Config.Host)
-	c.Kubectl(t, c.Kubectl(t, nil, "kustomize", filepath.Join(dir, "harness")), "apply", "-f", "-")
 	ns, deploy := cluster.OwnDriverNamespace, cluster.OwnDriverDeploy
-	c.Kubectl(t, nil, "-n", ns, "rollout", "status", "deployment/"+deploy, "--timeout=3m")
-
 	claim, pvName := recordedClaim(t, c, "handed", cluster.OwnDriverClass, cluster.OwnDriverName, "")
 
 	// The switch back: EP's image in the sidecar, KCM's binder on.
@@ -71,7 +59,7 @@ func TestHandBackControllerMode(t *testing.T) {
 	if !slices.Equal(names, []string{"tether-hand-back-1"}) {
 		t.Errorf("the pod's ephemeral containers %v", names)
 	}
-	t.Logf("switch back with the in-cluster hand-back: %s in all", time.Since(start).Round(time.Second))
+	t.Logf("switch back with the in-cluster hand-back: %s", time.Since(start).Round(time.Second))
 }
 
 // recordedClaim stops tether's binder and creates a claim of class with
@@ -183,20 +171,18 @@ func settleHandedBack(t *testing.T, c *cluster.Cluster, name, pvName string) {
 	})
 }
 
-// TestHandBackNodeMode is TestHandBackControllerMode for node-deployment
-// mode: deploy/csi's DaemonSet on two real nodes, a claim provisioned on
-// node-1 by its node's provisioner; EP's image in the DaemonSet's
-// provisioner container (and EP's rules for the capacity objects it
-// watches); `kubectl tether hand-back daemonset/tether-local` runs in both
-// pods.
-func TestHandBackNodeMode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and two kubelet nodes")
-	}
+// handBackNodeMode is handBackControllerMode for node-deployment mode: a
+// phase of TestRealNodeReadOnlyPublish, with deploy/csi's DaemonSet
+// running on e's nodes (which hold EP's image). A claim is provisioned on
+// node-1 by its node's provisioner; EP's image goes in the DaemonSet's
+// provisioner container (with EP's rules for the capacity objects it
+// watches); `kubectl tether hand-back daemonset/tether-local` runs in every
+// pod.
+func handBackNodeMode(t *testing.T, e *realEnv) {
 	start := time.Now()
-	e := setUpRealWith(t, realOptions{extraImages: cluster.UpstreamImages(t)})
 	c := e.c
 	plugin := cluster.BuildBinary(t, "./cmd/kubectl-tether")
+	nodes := slices.Sorted(maps.Keys(e.nodes))
 	claim, pvName := recordedClaim(t, c, "node-handed", "tether-local", cluster.LocalDriver, "node-1")
 
 	c.Kubectl(t, []byte(cluster.UpstreamPatches[0]), "apply", "-f", "-") // EP's Role rules
@@ -204,7 +190,7 @@ func TestHandBackNodeMode(t *testing.T) {
 		`{"spec":{"template":{"spec":{"containers":[{"name":"provisioner","image":"`+cluster.UpstreamProvisionerImage+`","livenessProbe":null}]}}}}`)
 	c.Kubectl(t, nil, "-n", namespace, "rollout", "status", "daemonset/tether-local", "--timeout=4m")
 	c.StartControllerManager(t, []string{"persistentvolume-binder-controller"})
-	for _, node := range []string{"node-1", "node-2"} {
+	for _, node := range nodes {
 		if img := findPodContainer(e.driverPod(t, node), "provisioner").Image; img != cluster.UpstreamProvisionerImage {
 			t.Fatalf("the provisioner on %s runs %s, not EP's image", node, img)
 		}
@@ -212,9 +198,9 @@ func TestHandBackNodeMode(t *testing.T) {
 
 	keepRecord(t, c, claim.Name, cluster.LocalDriver, pvName)
 	out := runHandBack(t, c, plugin, 0, "-n", namespace, "daemonset/tether-local", "--container", "provisioner")
-	if n := strings.Count(out, "no claim holds the in-flight record"); n != 2 {
-		t.Errorf("kubectl tether hand-back ran in %d pods, want 2:\n%s", n, out)
+	if n := strings.Count(out, "no claim holds the in-flight record"); n != len(nodes) {
+		t.Errorf("kubectl tether hand-back ran in %d pods, want %d:\n%s", n, len(nodes), out)
 	}
 	settleHandedBack(t, c, claim.Name, pvName)
-	t.Logf("node-mode switch back with the in-cluster hand-back: %s in all", time.Since(start).Round(time.Second))
+	t.Logf("node-mode switch back with the in-cluster hand-back: %s", time.Since(start).Round(time.Second))
 }

@@ -395,6 +395,7 @@ func TestOwnDriverRecipe(t *testing.T) {
 	e := startReal(t)
 	c := e.c
 	images := append(cluster.NodeImages(t), cluster.MockDriverNodeImage(t))
+	images = append(images, cluster.UpstreamImages(t)...) // EP's, for the switch back
 	e.nodes["node-1"] = c.StartRealNode(t, "node-1", images)
 	t.Logf("control plane and a real node Ready in %s", time.Since(start).Round(100*time.Millisecond))
 
@@ -498,6 +499,8 @@ func TestOwnDriverRecipe(t *testing.T) {
 	}
 	// A second driver beside the first (docs/own-driver.md, "Two drivers").
 	secondDriverOnNode(t, c, dir)
+	// The switch back to EP, with the in-cluster hand-back.
+	handBackControllerMode(t, c)
 	c.LogRestarts(t)
 	t.Logf("own-driver recipe: %s in all", time.Since(start).Round(time.Second))
 }

@@ -32,7 +32,7 @@ func TestRealNodeReadOnlyPublish(t *testing.T) {
 	start := time.Now()
 	e := startReal(t)
 	c := e.c
-	node := c.StartRealNode(t, "node-1", cluster.NodeImages(t))
+	node := c.StartRealNode(t, "node-1", append(cluster.NodeImages(t), cluster.UpstreamImages(t)...)) // EP's, for the switch back
 	e.nodes[node.Name] = node
 	c.DeployCSI(t, []string{node.Name})
 	e.apply(t, "storageclass-local.yaml")
@@ -92,7 +92,9 @@ func TestRealNodeReadOnlyPublish(t *testing.T) {
 		}
 		e.deletePods(t, "reader")
 	})
-	t.Logf("real-node read-only publish: %s in all", time.Since(start).Round(time.Second))
+	// The switch back to EP in node mode, with the in-cluster hand-back.
+	handBackNodeMode(t, e)
+	t.Logf("real-node read-only publish and node-mode hand-back: %s in all", time.Since(start).Round(time.Second))
 }
 
 // holdPod runs a busybox pod on node with claim "ro" at /data (the claim

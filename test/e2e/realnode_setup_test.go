@@ -39,12 +39,9 @@ func startReal(t *testing.T, kcmArgs ...string) *realEnv {
 func setUpReal(t *testing.T) *realEnv { return setUpRealWith(t, realOptions{}) }
 
 // realOptions change setUpReal's cluster: kube-controller-manager's extra
-// flags, kustomize patches of deploy/csi (cluster.DeployCSI), and images
-// the nodes hold beside tether's.
+// flags, and kustomize patches of deploy/csi (cluster.DeployCSI).
 type realOptions struct {
 	kcmArgs, patches []string
-	// extraImages are imported on the nodes beside NodeImages.
-	extraImages []cluster.Image
 }
 
 func setUpRealWith(t *testing.T, o realOptions) *realEnv {
@@ -52,7 +49,7 @@ func setUpRealWith(t *testing.T, o realOptions) *realEnv {
 	start := time.Now()
 	e := startReal(t, o.kcmArgs...)
 	c := e.c
-	images := append(cluster.NodeImages(t), o.extraImages...)
+	images := cluster.NodeImages(t)
 	for _, name := range []string{"node-1", "node-2"} {
 		e.nodes[name] = c.StartRealNode(t, name, images)
 	}
