@@ -82,11 +82,12 @@ if [ ${#todo[@]} -gt 0 ]; then
   printf '   took %dm%02ds\n' $((s / 60)) $((s % 60)) >&2
 fi
 
-# Every other tool of BIN_DIR, linked; not its e2e suite, which is of its
-# own Kubernetes version.
+# Every other tool of BIN_DIR, linked; not its Kubernetes programs nor its
+# e2e suite, which are of its own version (a program that did not build is
+# missing, not the pinned version's).
 for f in "$base"/*; do
   name=$(basename "$f")
-  case $name in kube-v*|e2e.test|agnhost) continue ;; esac
+  case $name in kube-v*|e2e.test|agnhost|kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet) continue ;; esac
   if [ -d "$f" ]; then
     # A folder of files (the snapshot CRDs), made here with links to its
     # files: kubectl apply -f does not read a link to a folder.
