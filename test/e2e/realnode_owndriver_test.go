@@ -63,16 +63,24 @@ func ownDriverTree(t *testing.T, apiHost string) string {
 	dir := t.TempDir()
 	harness := ""
 	if apiHost != "" {
-		api, err := url.Parse(apiHost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		env := fmt.Sprintf("{name: KUBERNETES_SERVICE_HOST, value: %q}, {name: KUBERNETES_SERVICE_PORT, value: %q}", api.Hostname(), api.Port())
-		untagged := func(ref string) string { return strings.TrimSuffix(ref, ":e2e") }
-		harness = fmt.Sprintf(ownHarness, untagged(cluster.ProvisionerImage), untagged(cluster.BinderImage), env)
+		harness = fmt.Sprintf(ownHarness, untagged(cluster.ProvisionerImage), untagged(cluster.BinderImage), apiServerEnv(t, apiHost))
 	}
 	cluster.WriteOwnDriverTree(t, dir, harness)
 	return dir
+}
+
+// untagged is an image reference of the nodes without its e2e tag.
+func untagged(ref string) string { return strings.TrimSuffix(ref, ":e2e") }
+
+// apiServerEnv is the env entries (YAML flow style) that point a pod at the
+// API server apiHost: no kube-proxy serves the kubernetes Service here.
+func apiServerEnv(t *testing.T, apiHost string) string {
+	t.Helper()
+	api, err := url.Parse(apiHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("{name: KUBERNETES_SERVICE_HOST, value: %q}, {name: KUBERNETES_SERVICE_PORT, value: %q}", api.Hostname(), api.Port())
 }
 
 func kustomize(t *testing.T, dir string) []byte {

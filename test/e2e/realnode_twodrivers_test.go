@@ -3,10 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -44,12 +42,7 @@ func twoDriversTree(t *testing.T, apiHost string) string {
 	dir := ownDriverTree(t, apiHost)
 	harness := ""
 	if apiHost != "" {
-		api, err := url.Parse(apiHost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		env := fmt.Sprintf("{name: KUBERNETES_SERVICE_HOST, value: %q}, {name: KUBERNETES_SERVICE_PORT, value: %q}", api.Hostname(), api.Port())
-		harness = fmt.Sprintf(ownHarness2, strings.TrimSuffix(cluster.ProvisionerImage, ":e2e"), env)
+		harness = fmt.Sprintf(ownHarness2, untagged(cluster.ProvisionerImage), apiServerEnv(t, apiHost))
 	}
 	cluster.WriteSecondDriverTree(t, dir, harness)
 	return dir
