@@ -49,11 +49,15 @@ if ! grep -qE 'image: .*/binder:.*@sha256:' "$out/tether-production.yaml" ||
   exit 1
 fi
 # The chart installs the images of the release its tree becomes.
-chart=deploy/helm/tether/Chart.yaml core=${version%%-*}
-if ! grep -qx "appVersion: $core" "$chart" || ! grep -qx "version: ${core#v}" "$chart"; then
-  echo "release-check: $chart's version and appVersion are not ${core#v} and $core ($version's)" >&2
-  exit 1
-fi
+# So does the library chart for drivers' charts (doccheck holds its image
+# template's default tag to CHANGELOG.md).
+core=${version%%-*}
+for chart in deploy/helm/tether/Chart.yaml deploy/helm/tether-provisioner/Chart.yaml; do
+  if ! grep -qx "appVersion: $core" "$chart" || ! grep -qx "version: ${core#v}" "$chart"; then
+    echo "release-check: $chart's version and appVersion are not ${core#v} and $core ($version's)" >&2
+    exit 1
+  fi
+done
 # The SBOMs validate (SPDX 2.3, tools-golang) and name the archives' binaries;
 # the provenance validates (in-toto v1, SLSA provenance v1) and its subjects
 # are SHA256SUMS's files and SHA256SUMS.

@@ -21,6 +21,7 @@ var (
 		regexp.MustCompile(`-version[ =]` + semver),
 		regexp.MustCompile(`github\.com/tether-csi/tether/[a-z0-9/-]*@` + semver),
 		regexp.MustCompile(`^appVersion:\s*"?(v?[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.]+)*)`), // a Helm chart of tether's
+		regexp.MustCompile(`\| default "` + semver + `"`),                                    // a Helm template's default tag
 	}
 	// yamlImage is a line of YAML that names an image's repository, and
 	// yamlTag one that gives its tag (kustomize's newTag, a chart's tag).

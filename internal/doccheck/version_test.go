@@ -29,7 +29,8 @@ func TestVersionRefs(t *testing.T) {
 		"images:\n  - name: tether-binder\n    newName: ghcr.io/tether-csi/binder\n    newTag: v0.3.0\n" +
 		"  - name: node-driver-registrar\n    newName: registry.k8s.io/sig-storage/csi-node-driver-registrar\n    newTag: v2.13.0\n" +
 		"image:\n  repository: ghcr.io/tether-csi/provisioner\n  tag: v0.1.0 # the tether release\n" +
-		"appVersion: \"v0.2.0\"\nversion: 0.1.0\n"
+		"appVersion: \"v0.2.0\"\nversion: 0.1.0\n" +
+		"{{- $tag := .tag | default \"v0.1.0\" -}}\n"
 	want := []Ref{
 		{Name: "v0.1.0", Line: 1},
 		{Name: "v0.1.0", Line: 2}, {Name: "v0.1.0", Line: 2},
@@ -39,6 +40,7 @@ func TestVersionRefs(t *testing.T) {
 		{Name: "v0.3.0", Line: 9},
 		{Name: "v0.1.0", Line: 15},
 		{Name: "v0.2.0", Line: 16},
+		{Name: "v0.1.0", Line: 18},
 	}
 	got := VersionRefs(text)
 	slices.SortStableFunc(got, func(a, b Ref) int { return a.Line - b.Line })
@@ -69,7 +71,9 @@ func TestVersionsAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	for _, p := range append(readerFiles(t, r), "Makefile") {
+	files := append(readerFiles(t, r), "Makefile")
+	files = append(files, repoFiles(t, r, []string{"deploy"}, ".tpl")...) // the library chart's image template
+	for _, p := range files {
 		refs := VersionRefs(read(t, filepath.Join(r, p)))
 		n += len(refs)
 		for _, problem := range CheckVersions(p, refs, want) {
