@@ -79,10 +79,9 @@ func TestDeployBundle(t *testing.T) {
 		}
 	}
 
-	// The optional components, over the bundle. The PodMonitor's CRD is
-	// the Prometheus Operator's; a stand-in with the fields the component
-	// sets checks the component renders to objects of that API.
-	installPodMonitorStandIn(t, c)
+	// The optional components, over the bundle, checked field by field
+	// (--validate=strict) against the Prometheus Operator's own CRDs.
+	installPrometheusOperatorCRDs(t, c)
 	// kustomize takes relative paths only: a copy of deploy/, and a
 	// kustomization beside it.
 	tree := t.TempDir()
@@ -99,7 +98,32 @@ func TestDeployBundle(t *testing.T) {
 			t.Fatal(err)
 		}
 		rendered := kubectl(t, c, nil, "kustomize", dir)
-		kubectl(t, c, []byte(rendered), "apply", "--server-side", "--dry-run=server", "-f", "-")
+		kubectl(t, c, []byte(rendered), "apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", "-")
+	}
+	rules := kubectl(t, c, nil, "kustomize", filepath.Join(tree, "deploy/monitoring/prometheusrule"))
+	kubectl(t, c, []byte(rules), "apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", "-")
+	// The chart's PodMonitors and PrometheusRules, HTTPS scraping included.
+	for _, secure := range []string{"false", "true"} {
+		var monitoring []*unstructured.Unstructured
+		for _, o := range renderChart(t, "tether", "metrics.secure="+secure, "monitoring.podMonitor.enabled=true",
+			"monitoring.podMonitor.labels.release=kube-prometheus-stack", "monitoring.prometheusRule.enabled=true") {
+			if o.GetAPIVersion() == "monitoring.coreos.com/v1" {
+				monitoring = append(monitoring, o)
+			}
+		}
+		if len(monitoring) != 4 {
+			t.Errorf("the chart with metrics.secure=%s renders %d monitoring objects, want 2 PodMonitors and 2 PrometheusRules", secure, len(monitoring))
+		}
+		var stream bytes.Buffer
+		for _, o := range monitoring {
+			b, err := json.Marshal(o.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream.WriteString("\n---\n")
+			stream.Write(b)
+		}
+		kubectl(t, c, stream.Bytes(), "apply", "--server-side", "--dry-run=server", "--validate=strict", "-n", cluster.DeployNamespace, "-f", "-")
 	}
 
 	objs := decodeBundle(t, []byte(bundle))
@@ -360,52 +384,17 @@ func anyContains(list []string, s string) bool {
 	return false
 }
 
-// podMonitorStandIn is a CRD for monitoring.coreos.com/v1 PodMonitors with
-// the fields components/podmonitor sets, for its dry run (the Prometheus
-// Operator's own CRD is not vendored here).
-const podMonitorStandIn = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: podmonitors.monitoring.coreos.com
-spec:
-  group: monitoring.coreos.com
-  names: {kind: PodMonitor, listKind: PodMonitorList, plural: podmonitors, singular: podmonitor}
-  scope: Namespaced
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              required: [selector]
-              properties:
-                selector:
-                  type: object
-                  properties:
-                    matchLabels: {type: object, additionalProperties: {type: string}}
-                namespaceSelector:
-                  type: object
-                  properties:
-                    any: {type: boolean}
-                    matchNames: {type: array, items: {type: string}}
-                podMetricsEndpoints:
-                  type: array
-                  items:
-                    type: object
-                    properties:
-                      port: {type: string}
-                      path: {type: string}
-`
-
-func installPodMonitorStandIn(t *testing.T, c *cluster.Cluster) {
+// installPrometheusOperatorCRDs installs the Prometheus Operator's own
+// PodMonitor and PrometheusRule CRDs and waits for their API.
+func installPrometheusOperatorCRDs(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	kubectl(t, c, []byte(podMonitorStandIn), "apply", "-f", "-")
-	cluster.Eventually(t, "the PodMonitor API served", func(ctx context.Context) (bool, error) {
-		_, err := c.Client.Discovery().ServerResourcesForGroupVersion("monitoring.coreos.com/v1")
-		return err == nil, nil
+	crds, err := cluster.PrometheusOperatorCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, c, crds, "apply", "--server-side", "-f", "-")
+	cluster.Eventually(t, "the PodMonitor and PrometheusRule APIs served", func(ctx context.Context) (bool, error) {
+		l, err := c.Client.Discovery().ServerResourcesForGroupVersion("monitoring.coreos.com/v1")
+		return err == nil && len(l.APIResources) >= 2, nil
 	})
 }
