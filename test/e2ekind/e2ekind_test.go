@@ -45,7 +45,8 @@ func TestKind(t *testing.T) {
 		e.deleteAll(t, ctx)
 		e.uninstall(t, ctx, bundle, "tether.yaml")
 	})
-	t.Run("own-driver", func(t *testing.T) { e.ownDriver(t, ctx) })
+	t.Run("production", func(t *testing.T) { e.production(t, ctx, root, bundle) })
+	t.Run("own-driver", func(t *testing.T) { e.ownDriver(t, ctx, bundle) })
 	t.Run("push", func(t *testing.T) {
 		reg, err := kind.StartRegistry(ctx, e.d, kind.RegistryOptions{Network: "kind"})
 		if err != nil {

@@ -30,9 +30,10 @@ images:
 // ownDriver runs "Use with your own driver": the csi-test mock driver in
 // EP v6.4.0's layout, switched to tether with deploy/components; a claim
 // of its class is provisioned by tether's provisioner in the driver's pod,
-// bound by tether's binder, deleted (the driver logs the DeleteVolume),
-// and the recipe removed.
-func (e *env) ownDriver(t *testing.T, ctx context.Context) {
+// bound by tether's binder, deleted (the driver logs the DeleteVolume);
+// then the switch back to EP and KCM's binder (handBack), and the recipe
+// removed.
+func (e *env) ownDriver(t *testing.T, ctx context.Context, bundle string) {
 	start := time.Now()
 	dir := t.TempDir()
 	cluster.WriteOwnDriverTree(t, dir, fmt.Sprintf(ownHarness, bundleVersion))
@@ -94,6 +95,7 @@ func (e *env) ownDriver(t *testing.T, ctx context.Context) {
 		}
 		return false, "no such call in its log"
 	})
+	e.handBack(t, ctx, bundle)
 	if out, err := e.run(ctx, "", "kubectl", "delete", "-k", harness, "--wait"); err != nil {
 		t.Fatalf("kubectl delete -k (the own-driver recipe): %v\n%s", err, out)
 	}
