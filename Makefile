@@ -90,7 +90,7 @@ KIND_NODE_IMAGE ?=
 e2e-kind: ## tether from a `make release` bundle on a kind cluster (control plane + 2 workers), installed by the README's own commands, twice (archives loaded, then pushed to a registry on loopback), with real pods; KEEP=1 leaves the cluster up, KIND_NODE_IMAGE=kindest/node:...@sha256:... uses a public node image
 	@$(if $(KIND_NODE_IMAGE),,hack/node-debs.sh kind)
 	@hack/tools/build.sh "$(TOOLS_BIN)" kind
-	TETHER_KIND=1 TOOLS_BIN="$(TOOLS_BIN)" KIND_NODE_IMAGE="$(KIND_NODE_IMAGE)" $(GO) test -count=1 -timeout 45m -v -run '^TestKind$$' ./test/e2ekind/
+	TETHER_KIND=1 TOOLS_BIN="$(TOOLS_BIN)" KIND_NODE_IMAGE="$(KIND_NODE_IMAGE)" $(GO) test -count=1 -timeout 105m -v -run '^TestKind$$' ./test/e2ekind/
 
 CONFORMANCE_STACK ?= tether
 CONFORMANCE_FOCUS ?=

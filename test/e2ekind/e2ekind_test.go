@@ -24,7 +24,7 @@ import (
 // (then a volume written and read back). Between the two, the "Use with
 // your own driver" recipe runs with the csi-test mock driver.
 func TestKind(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Minute)
 	defer cancel()
 	if os := kindEnabled(); !os {
 		t.Skip("makes a kind cluster: run make e2e-kind (TETHER_KIND=1)")
