@@ -148,6 +148,7 @@ var foreignFlags = map[string]string{
 	"o":                               "kubectl",
 	"namespace":                       "kubectl",
 	"all-namespaces":                  "kubectl",
+	"validate":                        "kubectl",
 	"trimpath":                        "go build",
 	"race":                            "go test",
 	"x":                               "go build",

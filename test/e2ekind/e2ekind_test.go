@@ -21,8 +21,10 @@ import (
 // TestKind installs tether on a kind cluster from a `make release` bundle
 // twice, by the README's two recipes: the archives loaded into the nodes
 // (then every scenario), and the images pushed to a registry on loopback
-// (then a volume written and read back). Between the two, the "Use with
-// your own driver" recipe runs with the csi-test mock driver.
+// (then a volume written and read back), then the load recipe again after
+// docs/deploy.md's step between them. Between the first two,
+// tether-production.yaml and the "Use with your own driver" recipe (with
+// the switch back) run.
 func TestKind(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Minute)
 	defer cancel()
@@ -61,6 +63,39 @@ func TestKind(t *testing.T) {
 		e.checkPulledFrom(t, ctx, pushRegistry)
 		e.writeRead(t, ctx, "pushed")
 		e.deleteAll(t, ctx)
+	})
+	// From the push recipe back to the load recipe: the nodes' kubelets
+	// pull again what they pulled under the registry's names, until
+	// docs/deploy.md's step makes them forget those pulls.
+	t.Run("push-to-load", func(t *testing.T) {
+		e.runReadme(t, ctx, root, bundle, readmeLoad)
+		e.waitPullRefused(t, ctx, "ghcr.io/tether-csi/")
+		e.runBlock(t, ctx, root, bundle, "docs/deploy.md", deployMove)
+		e.waitTether(t, ctx)
+		e.writeRead(t, ctx, "moved")
+		e.deleteAll(t, ctx)
+	})
+}
+
+// waitPullRefused waits until a pod of tether's waits for an image named
+// by prefix that its node tried to pull and could not (ErrImagePull or
+// ImagePullBackOff).
+func (e *env) waitPullRefused(t *testing.T, ctx context.Context, prefix string) {
+	t.Helper()
+	e.eventually(t, ctx, 3*time.Minute, "a tether pod's pull of "+prefix+"... refused", func(ctx context.Context) (bool, string) {
+		pods, err := e.client.CoreV1().Pods(cluster.DeployNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.ContainerStatuses {
+				if w := c.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") && strings.HasPrefix(c.Image, prefix) {
+					t.Logf("pod %s container %s: %s: %s", p.Name, c.Name, w.Reason, w.Message)
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprintf("%d pods, none refused a pull", len(pods.Items))
 	})
 }
 

@@ -30,12 +30,22 @@ const (
 	// test pushes to pushRegistry instead.
 	readmeRegistry = "registry.example.com/tether"
 	pushRegistry   = "localhost:5001/tether"
+	// deployMove marks docs/deploy.md's step from the push recipe to the
+	// load recipe.
+	deployMove = "<!-- make e2e-kind runs this block (registry localhost:5001/tether), after the push block -->"
 )
 
 // readmeBlock is the shell block that follows marker in the README.
 func readmeBlock(t *testing.T, root, marker string) []string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(root, "README.md"))
+	return docBlock(t, root, "README.md", marker)
+}
+
+// docBlock is the shell or YAML block that follows marker in the
+// repository's file doc.
+func docBlock(t *testing.T, root, doc, marker string) []string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(root, doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,14 +61,14 @@ func readmeBlock(t *testing.T, root, marker string) []string {
 		case state == 1 && (line == "```sh" || line == "```yaml"):
 			state = 2
 		case state == 1 && strings.TrimSpace(line) != "":
-			t.Fatalf("README.md: %q is not followed by a ```sh or ```yaml block", marker)
+			t.Fatalf("%s: %q is not followed by a ```sh or ```yaml block", doc, marker)
 		case state == 2 && line == "```":
 			return lines
 		case state == 2:
 			lines = append(lines, line)
 		}
 	}
-	t.Fatalf("README.md: no block marked %q", marker)
+	t.Fatalf("%s: no block marked %q", doc, marker)
 	return nil
 }
 
@@ -94,16 +104,23 @@ func makeRelease(t *testing.T, ctx context.Context, root string) string {
 // shell would (bash, stopping at the first failure).
 func (e *env) runReadme(t *testing.T, ctx context.Context, root, bundle, marker string) {
 	t.Helper()
+	e.runBlock(t, ctx, root, bundle, "README.md", marker)
+}
+
+// runBlock runs the block marked marker in the repository's file doc, in
+// the bundle, as runReadme does.
+func (e *env) runBlock(t *testing.T, ctx context.Context, root, bundle, doc, marker string) {
+	t.Helper()
 	var script []string
-	for _, l := range readmeBlock(t, root, marker) {
+	for _, l := range docBlock(t, root, doc, marker) {
 		script = append(script, userLine(l, bundleVersion))
 	}
 	start := time.Now()
 	out, err := e.run(ctx, bundle, "bash", "-euo", "pipefail", "-c", strings.Join(script, "\n"))
 	if err != nil {
-		t.Fatalf("the README's block failed: %v\n--- script\n%s\n--- output\n%s", err, strings.Join(script, "\n"), out)
+		t.Fatalf("%s's block failed: %v\n--- script\n%s\n--- output\n%s", doc, err, strings.Join(script, "\n"), out)
 	}
-	t.Logf("TIMING the README's block (%d lines): %v\n%s", len(script), since(start), out)
+	t.Logf("TIMING %s's block (%d lines): %v\n%s", doc, len(script), since(start), out)
 }
 
 // loadStandIns loads the csi-test mock driver's image (the own-driver

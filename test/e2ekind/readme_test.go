@@ -14,7 +14,9 @@ import (
 // The README's two install blocks are where make e2e-kind finds them, and
 // say what it runs: the push block pushes to the README's registry and
 // applies the file tether-push writes for it; the load block loads every
-// archive with kind and applies tether.yaml. (make e2e-kind then runs them
+// archive with kind and applies tether.yaml; docs/deploy.md's step from
+// the one to the other makes every kind node forget the pulls from the
+// README's registry. (make e2e-kind then runs them
 // on a kind cluster; this runs in make test.)
 func TestReadmeInstallBlocks(t *testing.T) {
 	root, err := kind.RepoRoot()
@@ -32,6 +34,12 @@ func TestReadmeInstallBlocks(t *testing.T) {
 	for _, want := range []string{"kind load image-archive", "kubectl apply -f tether.yaml"} {
 		if !strings.Contains(load, want) {
 			t.Errorf("the README's load block has no %q:\n%s", want, load)
+		}
+	}
+	move := strings.Join(docBlock(t, root, "docs/deploy.md", deployMove), "\n")
+	for _, want := range []string{"kind get nodes", "systemctl stop kubelet", `grep -l "\"` + readmeRegistry + `/" /var/lib/kubelet/image_manager/pulled/*`, "systemctl start kubelet"} {
+		if !strings.Contains(move, want) {
+			t.Errorf("docs/deploy.md's block from the push recipe to the load recipe has no %q:\n%s", want, move)
 		}
 	}
 	got := userLine("./tether-push_vX.Y.Z_linux_amd64 -registry registry.example.com/tether; kubectl apply -f tether-registry.example.com_tether.yaml", "v9.9.9")
