@@ -32,10 +32,12 @@ demo: ## run tether on a local control plane with two real nodes and watch claim
 # VERSION=vX.Y.Z.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/tether-csi/tether/internal/version.version=$(VERSION)
+# As internal/version.BuildTags (a test holds them equal).
+BUILD_TAGS := grpcnotrace
 
 build: ## build bin/binder, bin/provisioner, bin/kubectl-tether, bin/tether-push and bin/local-driver, stamped with VERSION (git describe)
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/local-driver ./examples/local-driver
+	$(GO) build -trimpath -tags "$(BUILD_TAGS)" -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+	$(GO) build -trimpath -tags "$(BUILD_TAGS)" -ldflags "$(LDFLAGS)" -o bin/local-driver ./examples/local-driver
 
 # Images and releases (internal/release): no container engine, no registry.
 # IMAGE_REGISTRY names the images; IMAGE_PLATFORMS the os/arch list.
@@ -125,7 +127,7 @@ bench-capacity: tools ## capacity publishing on 2000 fake nodes x 3 WaitForFirst
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 60m -v -run '^TestBenchCapacity$$' ./test/benchcap/
 
 .PHONY: bench-nodes
-bench-nodes: tools ## node-deployment mode at scale: 100,000 claims Bound on 100 nodes, 20 node-mode provisioners (each a process beside its own local driver, owning its node's 1,000), tether's then EP v6.4.0's: RSS and Go heap per process after sync and after new claims, time to sync, new claims' time to PV, the API server's watches and watch events per claim update (BENCH_N, BENCH_NODES, BENCH_CLUSTER_NODES, BENCH_NEW, BENCH_CHURN, BENCH_QPS, BENCH_ONLY=tether|ep, BENCH_TIMEOUT per wait (30m), BENCH_RESERVE_MIB)
+bench-nodes: tools ## node-deployment mode at scale: 100,000 claims Bound on 100 nodes, 20 node-mode provisioners (each a process beside its own local driver, owning its node's 1,000), tether's then EP v6.4.0's: RSS and Go heap per process after sync and after new claims, time to sync, new claims' time to PV, the API server's watches and watch events per claim update (BENCH_N, BENCH_NODES, BENCH_CLUSTER_NODES, BENCH_NEW, BENCH_CHURN, BENCH_QPS, BENCH_ONLY=tether|ep, BENCH_BASE=<git ref>: that commit's provisioner first, to measure a change before and after, BENCH_TIMEOUT per wait (30m), BENCH_RESERVE_MIB)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 150m -v -run '^TestBenchNodes$$' ./test/benchnodes/
 
 .PHONY: bench-slowdriver

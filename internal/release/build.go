@@ -17,6 +17,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/tether-csi/tether/internal/version"
 )
 
 // VersionVar is the variable -ldflags -X sets (internal/version).
@@ -187,7 +189,7 @@ func BuildBinary(ctx context.Context, o BinaryOptions) ([]byte, error) {
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "app")
-	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-ldflags", "-s -w -X "+VersionVar+"="+o.Version, "-o", out, o.Package)
+	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-tags", version.BuildTags, "-ldflags", "-s -w -X "+VersionVar+"="+o.Version, "-o", out, o.Package)
 	cmd.Dir = o.Root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+o.Platform.OS, "GOARCH="+o.Platform.Architecture, "GOFLAGS=-mod=readonly")
 	var stderr bytes.Buffer

@@ -7,8 +7,9 @@
 // the same cluster. Per process: memory after its caches synced and after
 // new claims, the time to sync; the new claims' time to a PV; the API
 // server's watches and what it sends them during a churn of claim label
-// updates. `make bench-nodes`; the test skips itself unless TETHER_BENCH is
-// set.
+// updates. BENCH_BASE=<git ref> runs that commit's provisioner first, as
+// "base", to measure a change before and after in one invocation. `make
+// bench-nodes`; the test skips itself unless TETHER_BENCH is set.
 //
 //   - populate_test.go: the cluster's objects, written as the real stack
 //     leaves them, and the local driver's folders seeded to match.
@@ -31,6 +32,7 @@ import (
 
 	"github.com/tether-csi/tether/test/benchout"
 	"github.com/tether-csi/tether/test/cluster"
+	"github.com/tether-csi/tether/test/upgrade"
 )
 
 // settings are the knobs, from the environment.
@@ -45,6 +47,7 @@ type settings struct {
 	reserveMiB   int // memory left free when sizing a stack
 	timeout      time.Duration
 	only         string
+	base         string // a git ref whose provisioner runs first, as "base"
 }
 
 func envInt(t *testing.T, name string, def int, zeroOK bool) int {
@@ -88,6 +91,7 @@ type env struct {
 	admin      kubernetes.Interface // no client-side rate limit
 	apiPID     int
 	driverBin  string
+	baseBin    string // BENCH_BASE's provisioner
 	// roots are the running nodes' driver folders, seeded with their
 	// claims' volumes; each stack's drivers start on them.
 	roots []string
@@ -109,6 +113,7 @@ func TestBenchNodes(t *testing.T) {
 		reserveMiB:   envInt(t, "BENCH_RESERVE_MIB", 6144, false),
 		timeout:      envDuration(t, "BENCH_TIMEOUT", 30*time.Minute),
 		only:         os.Getenv("BENCH_ONLY"),
+		base:         os.Getenv("BENCH_BASE"),
 	}
 	if s.nodes > s.clusterNodes {
 		t.Fatalf("BENCH_NODES=%d is more than BENCH_CLUSTER_NODES=%d", s.nodes, s.clusterNodes)
@@ -119,6 +124,10 @@ func TestBenchNodes(t *testing.T) {
 			t.Fatalf("BENCH_ONLY=%q: tether or ep", s.only)
 		}
 		labels = []string{s.only}
+	}
+	if s.base != "" && labels[0] == "tether" {
+		// Before and after in one invocation, on the same cluster.
+		labels = append([]string{"base"}, labels...)
 	}
 	loadStart := loadavg()
 	e := &env{s: s}
@@ -136,8 +145,11 @@ func TestBenchNodes(t *testing.T) {
 	e.apiPID, _ = e.c.ControlPlanePIDs()
 	// Built before the clock starts.
 	e.driverBin = cluster.BuildBinary(t, "./examples/local-driver")
-	if labels[0] == "tether" {
+	if labels[0] != "ep" {
 		cluster.BuildBinary(t, "./cmd/provisioner")
+	}
+	if s.base != "" {
+		e.baseBin = upgrade.BuildRef(t, s.base).Provisioner
 	}
 
 	setupStart := time.Now()
@@ -177,7 +189,7 @@ func TestBenchNodes(t *testing.T) {
 		r.wallclock = time.Since(started)
 		rows = append(rows, r)
 		path, err := benchout.Write(benchout.Run{Bench: "nodes", Label: label, Started: started,
-			Settings: map[string]any{"claims": s.n, "nodes": s.nodes, "cluster_nodes": s.clusterNodes, "new_per_node": s.fresh,
+			Settings: map[string]any{"base": s.base, "claims": s.n, "nodes": s.nodes, "cluster_nodes": s.clusterNodes, "new_per_node": s.fresh,
 				"churn": s.churn, "qps": s.qps, "setup_seconds": setup.Seconds()},
 			Figures: figures(r)})
 		if err != nil {
@@ -192,6 +204,9 @@ func TestBenchNodes(t *testing.T) {
 	}
 	if s.only != "" {
 		cmd += " BENCH_ONLY=" + s.only
+	}
+	if s.base != "" {
+		cmd += " BENCH_BASE=" + s.base
 	}
 	title := fmt.Sprintf("node-deployment mode: %d claims Bound on %d nodes, %d node-mode provisioners (%d claims each), %d new claims per node, %d label updates",
 		s.n, s.clusterNodes, s.nodes, s.n/s.clusterNodes, s.fresh, s.churn)

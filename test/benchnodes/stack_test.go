@@ -111,12 +111,15 @@ func runStack(t *testing.T, e *env, label string) row {
 	s := e.s
 	r := row{label: label, wanted: s.nodes, owned: s.n / s.clusterNodes}
 	var path string
-	if label == "ep" {
+	switch label {
+	case "ep":
 		var err error
 		if path, err = cluster.Tool("csi-provisioner"); err != nil {
 			t.Fatal(err)
 		}
-	} else {
+	case "base":
+		path = e.baseBin
+	default:
 		path = cluster.BuildBinary(t, "./cmd/provisioner")
 	}
 

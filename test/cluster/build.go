@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/tether-csi/tether/internal/version"
 )
 
 var (
@@ -34,7 +36,7 @@ func BuildBinary(t T, pkg string) string {
 	// packages build at once, so each writes a file of its own and renames
 	// it into place; a process running the previous file keeps it.
 	mode := "plain"
-	args := []string{"build"}
+	args := []string{"build", "-tags", version.BuildTags}
 	if os.Getenv("TETHER_RACE") == "1" {
 		// With the race detector (make test sets this): a race fails the
 		// test that ran the process (see Process.checkRaces).

@@ -29,7 +29,7 @@ func Current(t cluster.T) Binaries {
 
 // BuildRef builds the programs of a git ref of this repository: `git
 // archive` of its commit extracted into .cache/upgrade/<commit>/src, then
-// `go build` there into .cache/upgrade/<commit>/bin (the module cache is
+// `go build` there (with the build tags of its Makefile) into .cache/upgrade/<commit>/bin (the module cache is
 // the shared one: no network). A commit built once is reused. A ref that is
 // not in the repository fails the test.
 func BuildRef(t cluster.T, ref string) Binaries {
@@ -69,8 +69,9 @@ func BuildRef(t cluster.T, ref string) Binaries {
 	if out, err := archive.CombinedOutput(); err != nil {
 		t.Fatalf("upgrade: git archive %s: %v\n%s", commit, err, out)
 	}
+	tags := refBuildTags(src)
 	for i, pkg := range programs {
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", tags, "-ldflags",
 			"-X github.com/tether-csi/tether/internal/version.version="+commit[:12], "-o", filepath.Join(work, filepath.Base(paths[i])), pkg)
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOPROXY=off")
@@ -94,6 +95,21 @@ func BuildRef(t cluster.T, ref string) Binaries {
 		t.Fatal(fmt.Errorf("upgrade: keeping the source of %s: %w", commit, err))
 	}
 	return bins
+}
+
+// refBuildTags are the build tags a version's make build used: its
+// Makefile's BUILD_TAGS, none before it had them.
+func refBuildTags(src string) string {
+	makefile, err := os.ReadFile(filepath.Join(src, "Makefile"))
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(makefile)) {
+		if v, ok := strings.CutPrefix(line, "BUILD_TAGS := "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 func allExist(paths []string) bool {
