@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -164,6 +165,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background().WithName("binder"))
+	gogc.MemoryLimit(ctx, klog.FromContext(ctx), memlimit.FromCgroup)
 	klog.FromContext(ctx).Info("Version", "version", version.String())
 	if err := run(ctx, o); err != nil {
 		if server.StoppedEarly(ctx, err) {

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,6 +66,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background().WithName("provisioner"))
+	gogc.MemoryLimit(ctx, klog.FromContext(ctx), memlimit.FromCgroup)
 	logger := klog.FromContext(ctx)
 	logger.Info("Version", "version", version.String())
 	if ignored := givenIgnored(fs); len(ignored) > 0 {
