@@ -10,7 +10,6 @@ package bench
 import (
 	"bufio"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,18 +114,6 @@ func ParseDelays(s string) ([]time.Duration, error) {
 		return nil, fmt.Errorf("no delay in %q", s)
 	}
 	return out, nil
-}
-
-// Percentile returns the nearest-rank p-th percentile (0 < p <= 100) of
-// durations; it sorts a copy.
-func Percentile(durations []time.Duration, p float64) time.Duration {
-	if len(durations) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(durations)
-	slices.Sort(sorted)
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
 // ParseVmHWM reads the peak resident set size, in bytes, from the text of

@@ -26,6 +26,8 @@ import (
 
 	"github.com/tether-csi/tether/pkg/server"
 	"github.com/tether-csi/tether/test/cluster"
+
+	"github.com/tether-csi/tether/test/benchkit"
 )
 
 // Knobs:
@@ -222,7 +224,7 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 	}
 	requestsBefore := apiRequests(t, c)
 	pids := map[string]int{"kube-apiserver": apiPID, "etcd": etcdPID, "bench": os.Getpid()}
-	cpuBefore := ReadCPU(pids)
+	cpuBefore := benchkit.ReadCPU(pids)
 	start := time.Now()
 	var proc *cluster.Process
 	floorDone := make(chan error, 1)
@@ -290,7 +292,7 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 		t.Fatalf("%s N=%d: %d of %d claims Bound after %s: %v%s", binder, n, bound(), n,
 			time.Since(start).Round(time.Second), err, logs)
 	}
-	cpu := CPUUse(cpuBefore, ReadCPU(pids), n)
+	cpu := benchkit.CPUUse(cpuBefore, benchkit.ReadCPU(pids), n)
 	requestsAfter := apiRequests(t, c)
 	requests := RequestsPerClaim(requestsBefore, requestsAfter, n) + "\n    " + cpu
 	if err := checkVolumes(ctx, admin, n); err != nil {
@@ -305,8 +307,8 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 	mu.Unlock()
 	r := Result{
 		N: n, Binder: binder,
-		First: Percentile(latencies, 0), Total: Percentile(latencies, 100),
-		P50: Percentile(latencies, 50), P99: Percentile(latencies, 99),
+		First: benchkit.Percentile(latencies, 0), Total: benchkit.Percentile(latencies, 100),
+		P50: benchkit.Percentile(latencies, 50), P99: benchkit.Percentile(latencies, 99),
 		PeakRSS: peak.Load(), Delay: delay, Requests: requests,
 		Started: start, APIRequests: PerClaim(requestsBefore, requestsAfter, n), CPU: cpu,
 	}

@@ -28,42 +28,6 @@ func TestParseSizes(t *testing.T) {
 	}
 }
 
-func TestPercentile(t *testing.T) {
-	ms := func(v ...int) []time.Duration {
-		var d []time.Duration
-		for _, x := range v {
-			d = append(d, time.Duration(x)*time.Millisecond)
-		}
-		return d
-	}
-	hundred := make([]int, 100)
-	for i := range hundred {
-		hundred[i] = 100 - i // 100..1, unsorted
-	}
-	tests := []struct {
-		in   []time.Duration
-		p    float64
-		want time.Duration
-	}{
-		{nil, 50, 0},
-		{ms(7), 99, 7 * time.Millisecond},
-		{ms(3, 1, 2), 50, 2 * time.Millisecond},
-		{ms(hundred...), 50, 50 * time.Millisecond},
-		{ms(hundred...), 99, 99 * time.Millisecond},
-		{ms(hundred...), 100, 100 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		if got := Percentile(tt.in, tt.p); got != tt.want {
-			t.Errorf("Percentile(%v, %v) = %v, want %v", tt.in, tt.p, got, tt.want)
-		}
-	}
-	in := ms(3, 1, 2)
-	Percentile(in, 50)
-	if !reflect.DeepEqual(in, ms(3, 1, 2)) {
-		t.Error("Percentile sorted its input")
-	}
-}
-
 func TestParseVmHWM(t *testing.T) {
 	status := "Name:\tbinder\nVmPeak:\t  812345 kB\nVmHWM:\t   40960 kB\nVmRSS:\t   30000 kB\n"
 	if got, err := ParseVmHWM(status); err != nil || got != 40960*1024 {
@@ -127,22 +91,6 @@ apiserver_request_duration_seconds_bucket{verb="POST",le="1"} 99
 		if !strings.Contains(line, s) {
 			t.Errorf("%q lacks %q", line, s)
 		}
-	}
-}
-
-func TestCPUParsing(t *testing.T) {
-	busy, steal, total := ParseProcStat("cpu  100 5 50 800 20 3 2 7 0 0\ncpu0 1 2 3\n")
-	if busy != 160 || steal != 7 || total != 987 {
-		t.Errorf("ParseProcStat: busy %d steal %d total %d, want 160 7 987", busy, steal, total)
-	}
-	comm, ticks, ok := ParsePidStat("42 (kube-apiserver) S 1 42 42 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 12 0")
-	if !ok || comm != "kube-apiserver" || ticks != 325 {
-		t.Errorf("ParsePidStat: %q %d %v", comm, ticks, ok)
-	}
-	line := CPUUse(CPU{Busy: 100, Total: 1000, ByProgram: map[string]int64{"etcd": 10}},
-		CPU{Busy: 600, Steal: 100, Total: 2000, ByProgram: map[string]int64{"etcd": 110}}, 100)
-	if want := "machine CPU busy 50%, stolen 10%; etcd 1.00s (10.0 ms/claim)"; line != want {
-		t.Errorf("CPUUse: %q, want %q", line, want)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +26,8 @@ import (
 	"github.com/tether-csi/tether/test/bench"
 	"github.com/tether-csi/tether/test/benchout"
 	"github.com/tether-csi/tether/test/cluster"
+
+	"github.com/tether-csi/tether/test/benchkit"
 )
 
 const (
@@ -52,30 +53,6 @@ type settings struct {
 	only        string
 }
 
-func envInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
-
-func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		t.Fatalf("%s=%q: want a positive duration", name, v)
-	}
-	return d
-}
-
 // TestBenchCapacity: for tether and for EP, each on a control plane of its
 // own: the time until every object exists, then GetCapacity calls and API
 // requests over BENCH_STEADY_POLLS poll periods in which nothing changes,
@@ -85,12 +62,12 @@ func TestBenchCapacity(t *testing.T) {
 		t.Skip("set TETHER_BENCH=1 to run the capacity bench (make bench-capacity)")
 	}
 	s := settings{
-		nodes:       envInt(t, "BENCH_NODES", 2000),
-		poll:        envDuration(t, "BENCH_POLL", 30*time.Second),
-		qps:         envInt(t, "BENCH_QPS", 1000),
-		steadyPolls: envInt(t, "BENCH_STEADY_POLLS", 3),
-		changes:     envInt(t, "BENCH_CHANGES", 3),
-		timeout:     envDuration(t, "BENCH_TIMEOUT", 10*time.Minute),
+		nodes:       benchkit.Int(t, "BENCH_NODES", 2000, false),
+		poll:        benchkit.Duration(t, "BENCH_POLL", 30*time.Second),
+		qps:         benchkit.Int(t, "BENCH_QPS", 1000, false),
+		steadyPolls: benchkit.Int(t, "BENCH_STEADY_POLLS", 3, false),
+		changes:     benchkit.Int(t, "BENCH_CHANGES", 3, false),
+		timeout:     benchkit.Duration(t, "BENCH_TIMEOUT", 10*time.Minute),
 		only:        os.Getenv("BENCH_ONLY"),
 	}
 	var rows []row
@@ -174,10 +151,10 @@ func runSide(t *testing.T, s settings, label string) row {
 	// poll periods.
 	hold(t, s.poll)
 	window := time.Duration(s.steadyPolls) * s.poll
-	callsBefore, reqBefore, cpuBefore := d.bySegment(), apiRequests(t, c), bench.ReadCPU(pids)
+	callsBefore, reqBefore, cpuBefore := d.bySegment(), apiRequests(t, c), benchkit.ReadCPU(pids)
 	eventsBefore, _ := w.counts()
 	hold(t, window)
-	callsAfter, reqAfter, cpuAfter := d.bySegment(), apiRequests(t, c), bench.ReadCPU(pids)
+	callsAfter, reqAfter, cpuAfter := d.bySegment(), apiRequests(t, c), benchkit.ReadCPU(pids)
 	eventsAfter, _ := w.counts()
 	r.steadyMinutes = window.Minutes()
 	var calls int64

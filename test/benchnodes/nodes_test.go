@@ -22,14 +22,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/tether-csi/tether/test/benchkit"
 	"github.com/tether-csi/tether/test/benchout"
 	"github.com/tether-csi/tether/test/cluster"
 	"github.com/tether-csi/tether/test/upgrade"
@@ -48,38 +47,6 @@ type settings struct {
 	timeout      time.Duration
 	only         string
 	base         string // a git ref whose provisioner runs first, as "base"
-}
-
-func envInt(t *testing.T, name string, def int, zeroOK bool) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || (n == 0 && !zeroOK) {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
-
-func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		t.Fatalf("%s=%q: want a positive duration", name, v)
-	}
-	return d
-}
-
-func loadavg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(data))[:3], " ")
 }
 
 // env is the invocation's cluster, shared by the stacks.
@@ -103,15 +70,15 @@ func TestBenchNodes(t *testing.T) {
 		t.Skip("set TETHER_BENCH=1 to run the node-deployment bench (make bench-nodes)")
 	}
 	s := settings{
-		n:            envInt(t, "BENCH_N", 100000, false),
-		nodes:        envInt(t, "BENCH_NODES", 20, false),
-		clusterNodes: envInt(t, "BENCH_CLUSTER_NODES", 100, false),
-		fresh:        envInt(t, "BENCH_NEW", 20, true),
-		churn:        envInt(t, "BENCH_CHURN", 1000, true),
-		qps:          envInt(t, "BENCH_QPS", 0, true),
-		conns:        envInt(t, "BENCH_CONNS", 256, false),
-		reserveMiB:   envInt(t, "BENCH_RESERVE_MIB", 6144, false),
-		timeout:      envDuration(t, "BENCH_TIMEOUT", 30*time.Minute),
+		n:            benchkit.Int(t, "BENCH_N", 100000, false),
+		nodes:        benchkit.Int(t, "BENCH_NODES", 20, false),
+		clusterNodes: benchkit.Int(t, "BENCH_CLUSTER_NODES", 100, false),
+		fresh:        benchkit.Int(t, "BENCH_NEW", 20, true),
+		churn:        benchkit.Int(t, "BENCH_CHURN", 1000, true),
+		qps:          benchkit.Int(t, "BENCH_QPS", 0, true),
+		conns:        benchkit.Int(t, "BENCH_CONNS", 256, false),
+		reserveMiB:   benchkit.Int(t, "BENCH_RESERVE_MIB", 6144, false),
+		timeout:      benchkit.Duration(t, "BENCH_TIMEOUT", 30*time.Minute),
 		only:         os.Getenv("BENCH_ONLY"),
 		base:         os.Getenv("BENCH_BASE"),
 	}
@@ -129,7 +96,7 @@ func TestBenchNodes(t *testing.T) {
 		// Before and after in one invocation, on the same cluster.
 		labels = append([]string{"base"}, labels...)
 	}
-	loadStart := loadavg()
+	loadStart := benchkit.LoadAvg()
 	e := &env{s: s}
 	e.c = cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
 		"max-requests-inflight": {"2000"}, "max-mutating-requests-inflight": {"1000"},
@@ -175,11 +142,11 @@ func TestBenchNodes(t *testing.T) {
 		e.roots = append(e.roots, dir)
 	}
 	setup := time.Since(setupStart)
-	apiAfterSetup := readMem(e.apiPID)
+	apiAfterSetup := benchkit.ReadMem(e.apiPID)
 	_, etcdPID := e.c.ControlPlanePIDs()
-	etcdAfterSetup := readMem(etcdPID)
+	etcdAfterSetup := benchkit.ReadMem(etcdPID)
 	t.Logf("setup: %d claims Bound to their PVs on %d nodes, %d drivers seeded, in %s (%s claims/s); kube-apiserver %s, etcd %s",
-		s.n, s.clusterNodes, s.nodes, setup.Round(time.Second), rate(s.n, setup), mib(apiAfterSetup.rss), mib(etcdAfterSetup.rss))
+		s.n, s.clusterNodes, s.nodes, setup.Round(time.Second), rate(s.n, setup), mib(apiAfterSetup.RSS), mib(etcdAfterSetup.RSS))
 
 	var rows []row
 	for _, label := range labels {
@@ -212,7 +179,7 @@ func TestBenchNodes(t *testing.T) {
 		s.n, s.clusterNodes, s.nodes, s.n/s.clusterNodes, s.fresh, s.churn)
 	report := render(title, rows) + fmt.Sprintf("\n`%s make bench-nodes`; %d CPUs; load average %s at the start, %s at the end; "+
 		"setup %s (%s claims/s, 4 writes per claim and PV), kube-apiserver VmRSS %s and etcd %s after it\n",
-		cmd, numCPU(), loadStart, loadavg(), setup.Round(time.Second), rate(s.n, setup), mib(apiAfterSetup.rss), mib(etcdAfterSetup.rss))
+		cmd, numCPU(), loadStart, benchkit.LoadAvg(), setup.Round(time.Second), rate(s.n, setup), mib(apiAfterSetup.RSS), mib(etcdAfterSetup.RSS))
 	t.Log("\n" + report)
 	fmt.Print(report)
 }
@@ -232,31 +199,31 @@ func figures(r row) map[string]any {
 		f["limited"] = r.limited
 	}
 	if len(r.synced) > 0 {
-		f["synced_p50_seconds"], f["synced_max_seconds"] = percentile(r.synced, 50).Seconds(), percentile(r.synced, 100).Seconds()
+		f["synced_p50_seconds"], f["synced_max_seconds"] = benchkit.Percentile(r.synced, 50).Seconds(), benchkit.Percentile(r.synced, 100).Seconds()
 	}
-	put := func(key string, ms []procMem) {
+	put := func(key string, ms []benchkit.Mem) {
 		if len(ms) == 0 {
 			return
 		}
 		rss, hwm, anon, file := make([]int64, len(ms)), make([]int64, len(ms)), make([]int64, len(ms)), make([]int64, len(ms))
 		for i, m := range ms {
-			rss[i], hwm[i], anon[i], file[i] = m.rss, m.hwm, m.anon, m.file
+			rss[i], hwm[i], anon[i], file[i] = m.RSS, m.HWM, m.Anon, m.File
 		}
-		f[key+"_rss_p50_bytes"], f[key+"_rss_max_bytes"] = medianMax(rss)
-		f[key+"_hwm_p50_bytes"], f[key+"_hwm_max_bytes"] = medianMax(hwm)
-		f[key+"_rss_anon_p50_bytes"], f[key+"_rss_anon_max_bytes"] = medianMax(anon)
-		f[key+"_rss_file_p50_bytes"], f[key+"_rss_file_max_bytes"] = medianMax(file)
+		f[key+"_rss_p50_bytes"], f[key+"_rss_max_bytes"] = benchkit.MedianMax(rss)
+		f[key+"_hwm_p50_bytes"], f[key+"_hwm_max_bytes"] = benchkit.MedianMax(hwm)
+		f[key+"_rss_anon_p50_bytes"], f[key+"_rss_anon_max_bytes"] = benchkit.MedianMax(anon)
+		f[key+"_rss_file_p50_bytes"], f[key+"_rss_file_max_bytes"] = benchkit.MedianMax(file)
 	}
 	put("synced", r.afterSync)
 	put("after_new", r.afterNew)
 	if len(r.heapSync) > 0 {
-		f["synced_heap_p50_bytes"], f["synced_heap_max_bytes"] = medianMax(r.heapSync)
+		f["synced_heap_p50_bytes"], f["synced_heap_max_bytes"] = benchkit.MedianMax(r.heapSync)
 	}
 	if len(r.heapNew) > 0 {
-		f["after_new_heap_p50_bytes"], f["after_new_heap_max_bytes"] = medianMax(r.heapNew)
+		f["after_new_heap_p50_bytes"], f["after_new_heap_max_bytes"] = benchkit.MedianMax(r.heapNew)
 	}
 	if len(r.toPV) > 0 {
-		f["to_pv_p50_seconds"], f["to_pv_p99_seconds"] = percentile(r.toPV, 50).Seconds(), percentile(r.toPV, 99).Seconds()
+		f["to_pv_p50_seconds"], f["to_pv_p99_seconds"] = benchkit.Percentile(r.toPV, 50).Seconds(), benchkit.Percentile(r.toPV, 99).Seconds()
 	}
 	return f
 }

@@ -7,143 +7,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-csi/tether/test/benchkit"
 )
 
 // The pure parts of the bench: what it reads from /proc and /metrics, its
 // statistics and its report. They run in `make test` without TETHER_BENCH.
-
-// procMem is one process's memory at one moment, from /proc/PID/status:
-// VmRSS now and VmHWM, the peak so far, and of VmRSS the anonymous pages
-// (the process's own: heap, stacks, runtime) and the file pages (its
-// binary's code and data mapped in, shared and reclaimable), in bytes.
-type procMem struct{ rss, hwm, anon, file int64 }
-
-// parseStatus reads VmRSS, VmHWM, RssAnon and RssFile (kB) from a
-// /proc/PID/status text.
-func parseStatus(status string) procMem {
-	var m procMem
-	for line := range strings.Lines(status) {
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) < 1 {
-			continue
-		}
-		kb, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "VmRSS":
-			m.rss = kb << 10
-		case "VmHWM":
-			m.hwm = kb << 10
-		case "RssAnon":
-			m.anon = kb << 10
-		case "RssFile":
-			m.file = kb << 10
-		}
-	}
-	return m
-}
-
-// metricSum sums the samples of one metric in a Prometheus text exposition
-// whose labels include every label of match (a metric without labels
-// matches an empty match only). Histograms' _sum and _count are metrics of
-// their own names.
-func metricSum(text, name string, match map[string]string) float64 {
-	var sum float64
-	for line := range strings.Lines(text) {
-		if !strings.HasPrefix(line, name) {
-			continue
-		}
-		rest := line[len(name):]
-		var labels map[string]string
-		switch {
-		case strings.HasPrefix(rest, "{"):
-			end := strings.LastIndexByte(rest, '}')
-			if end < 0 {
-				continue
-			}
-			labels = parseLabels(rest[1:end])
-			rest = rest[end+1:]
-		case strings.HasPrefix(rest, " "):
-		default:
-			continue // another metric whose name starts with name
-		}
-		ok := true
-		for k, v := range match {
-			if labels[k] != v {
-				ok = false
-				break
-			}
-		}
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			continue
-		}
-		sum += v
-	}
-	return sum
-}
-
-// hasMetric reports whether the exposition has a sample of name.
-func hasMetric(text, name string) bool {
-	for line := range strings.Lines(text) {
-		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
-			return true
-		}
-	}
-	return false
-}
-
-// parseLabels reads `a="x",b="y"` (values may hold commas, not quotes).
-func parseLabels(s string) map[string]string {
-	labels := map[string]string{}
-	for s != "" {
-		k, rest, ok := strings.Cut(s, `="`)
-		if !ok {
-			break
-		}
-		v, rest, ok := strings.Cut(rest, `"`)
-		if !ok {
-			break
-		}
-		labels[strings.TrimSpace(k)] = v
-		s = strings.TrimPrefix(rest, ",")
-	}
-	return labels
-}
-
-// medianMax of a list of sizes; 0, 0 for none.
-func medianMax(v []int64) (median, most int64) {
-	if len(v) == 0 {
-		return 0, 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[(len(s)-1)/2], s[len(s)-1]
-}
-
-// percentile of durations, nearest rank; 0 for none.
-func percentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(float64(len(s))*p/100+0.999999) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
 
 // watchLoad is what the API server sent to watchers of one resource over
 // a window: events and bytes (apiserver_watch_events_total and
@@ -160,8 +29,8 @@ type row struct {
 	owned   int    // claims each running node owns
 
 	synced         []time.Duration // start to caches synced, per process
-	afterSync      []procMem       // per process, once all synced
-	afterNew       []procMem       // per process, after the new claims
+	afterSync      []benchkit.Mem  // per process, once all synced
+	afterNew       []benchkit.Mem  // per process, after the new claims
 	heapSync       []int64         // go_memstats_heap_inuse_bytes once synced
 	heapNew        []int64         // and after the new claims
 	newClaims      int
@@ -193,15 +62,15 @@ func mib(b int64) string {
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
 // memPair is "median / max" of the VmRSS (or VmHWM) of the processes.
-func memPair(ms []procMem, hwm bool) string {
+func memPair(ms []benchkit.Mem, hwm bool) string {
 	if hwm {
-		return memOf(ms, func(m procMem) int64 { return m.hwm })
+		return memOf(ms, func(m benchkit.Mem) int64 { return m.HWM })
 	}
-	return memOf(ms, func(m procMem) int64 { return m.rss })
+	return memOf(ms, func(m benchkit.Mem) int64 { return m.RSS })
 }
 
 // memOf is "median / max" of one figure of the processes.
-func memOf(ms []procMem, figure func(procMem) int64) string {
+func memOf(ms []benchkit.Mem, figure func(benchkit.Mem) int64) string {
 	if len(ms) == 0 {
 		return "-"
 	}
@@ -209,7 +78,7 @@ func memOf(ms []procMem, figure func(procMem) int64) string {
 	for i, m := range ms {
 		v[i] = figure(m)
 	}
-	med, most := medianMax(v)
+	med, most := benchkit.MedianMax(v)
 	return mib(med) + " / " + mib(most)
 }
 
@@ -217,18 +86,18 @@ func heapPair(v []int64) string {
 	if len(v) == 0 {
 		return "-"
 	}
-	med, most := medianMax(v)
+	med, most := benchkit.MedianMax(v)
 	return mib(med) + " / " + mib(most)
 }
 
 // under says how many of the processes stayed under limit bytes of VmHWM.
-func under(ms []procMem, limit int64) string {
+func under(ms []benchkit.Mem, limit int64) string {
 	if len(ms) == 0 {
 		return "-"
 	}
 	n := 0
 	for _, m := range ms {
-		if m.hwm < limit {
+		if m.HWM < limit {
 			n++
 		}
 	}
@@ -275,15 +144,15 @@ func render(title string, rows []row) string {
 		if len(r.synced) == 0 {
 			return "-"
 		}
-		return secs(percentile(r.synced, 50)) + " / " + secs(slices.Max(r.synced))
+		return secs(benchkit.Percentile(r.synced, 50)) + " / " + secs(slices.Max(r.synced))
 	})
 	add("VmRSS after sync, median / max", func(r row) string { return memPair(r.afterSync, false) })
 	add("VmRSS after the new claims, median / max", func(r row) string { return memPair(r.afterNew, false) })
 	add("of it anonymous (RssAnon: heap, stacks, runtime), median / max", func(r row) string {
-		return memOf(r.afterNew, func(m procMem) int64 { return m.anon })
+		return memOf(r.afterNew, func(m benchkit.Mem) int64 { return m.Anon })
 	})
 	add("of it the binary's pages (RssFile: shared, reclaimable), median / max", func(r row) string {
-		return memOf(r.afterNew, func(m procMem) int64 { return m.file })
+		return memOf(r.afterNew, func(m benchkit.Mem) int64 { return m.File })
 	})
 	add("peak RSS (VmHWM) at the end, median / max", func(r row) string { return memPair(r.afterNew, true) })
 	add("processes under 64 MiB peak RSS", func(r row) string { return under(r.afterNew, 64<<20) })
@@ -300,13 +169,13 @@ func render(title string, rows []row) string {
 		if len(r.toPV) == 0 {
 			return "-"
 		}
-		return secs(percentile(r.toPV, 50)) + " / " + secs(percentile(r.toPV, 99))
+		return secs(benchkit.Percentile(r.toPV, 50)) + " / " + secs(benchkit.Percentile(r.toPV, 99))
 	})
 	add("claim deleted to PV gone, p50 / p99", func(r row) string {
 		if len(r.toGone) == 0 {
 			return "-"
 		}
-		return secs(percentile(r.toGone, 50)) + " / " + secs(percentile(r.toGone, 99))
+		return secs(benchkit.Percentile(r.toGone, 50)) + " / " + secs(benchkit.Percentile(r.toGone, 99))
 	})
 	add("API server: claim / PV watches the stack holds open", func(r row) string {
 		return fmt.Sprintf("%.0f / %.0f", r.watchersPVC, r.watchersPV)
@@ -370,51 +239,6 @@ func kindsText(kinds map[string]int) string {
 	return b.String()
 }
 
-func TestParseStatus(t *testing.T) {
-	m := parseStatus("Name:\tprovisioner\nVmHWM:\t   65536 kB\nVmRSS:\t   32768 kB\nRssAnon:\t   8192 kB\nRssFile:\t   24576 kB\nThreads:\t12\n")
-	if m.rss != 32<<20 || m.hwm != 64<<20 || m.anon != 8<<20 || m.file != 24<<20 {
-		t.Fatalf("got %+v", m)
-	}
-	if m := parseStatus("garbage"); m != (procMem{}) {
-		t.Fatalf("garbage: %+v", m)
-	}
-}
-
-func TestMetricSum(t *testing.T) {
-	text := `# HELP apiserver_watch_events_total x
-apiserver_watch_events_total{group="",resource="persistentvolumeclaims",version="v1"} 120
-apiserver_watch_events_total{group="",resource="persistentvolumes",version="v1"} 7
-apiserver_watch_events_total{group="storage.k8s.io",resource="csinodes",version="v1"} 3
-apiserver_watch_events_sizes_sum{group="",resource="persistentvolumeclaims",version="v1"} 4.5e+06
-apiserver_watch_events_sizes_count{group="",resource="persistentvolumeclaims",version="v1"} 120
-apiserver_longrunning_requests{component="apiserver",group="",resource="persistentvolumeclaims",scope="cluster",subresource="",verb="WATCH"} 21
-apiserver_longrunning_requests{component="apiserver",group="",resource="persistentvolumeclaims",scope="namespace",subresource="",verb="WATCH"} 2
-apiserver_longrunning_requests{component="apiserver",group="",resource="pods",scope="cluster",subresource="log,x",verb="WATCH"} 5
-go_goroutines 42
-`
-	for _, c := range []struct {
-		name  string
-		match map[string]string
-		want  float64
-	}{
-		{"apiserver_watch_events_total", map[string]string{"resource": "persistentvolumeclaims"}, 120},
-		{"apiserver_watch_events_total", nil, 130},
-		{"apiserver_watch_events_sizes_sum", map[string]string{"resource": "persistentvolumeclaims"}, 4.5e6},
-		{"apiserver_watch_events", nil, 0}, // a prefix of other names only
-		{"apiserver_longrunning_requests", map[string]string{"resource": "persistentvolumeclaims", "verb": "WATCH"}, 23},
-		{"apiserver_longrunning_requests", map[string]string{"resource": "pods", "subresource": "log,x"}, 5},
-		{"go_goroutines", nil, 42},
-		{"go_goroutines", map[string]string{"a": "b"}, 0},
-	} {
-		if got := metricSum(text, c.name, c.match); got != c.want {
-			t.Errorf("%s %v: %v, want %v", c.name, c.match, got, c.want)
-		}
-	}
-	if !hasMetric(text, "go_goroutines") || hasMetric(text, "apiserver_registered_watchers") || hasMetric(text, "apiserver_watch_events") {
-		t.Error("hasMetric")
-	}
-}
-
 func TestErrorKind(t *testing.T) {
 	a := errorKind(`"Unhandled Error" err="error syncing volume \"pvc-a512eb1a-9f1b-4d02-99c0-ded9f305664a\": not found"`)
 	b := errorKind(`"Unhandled Error" err="error syncing volume \"pvc-21bfec4b-cf5d-406c-bf25-037c9eca28b9\": not found"`)
@@ -426,36 +250,11 @@ func TestErrorKind(t *testing.T) {
 	}
 }
 
-func TestStatistics(t *testing.T) {
-	if med, most := medianMax([]int64{5, 1, 3, 9}); med != 3 || most != 9 {
-		t.Errorf("medianMax: %d %d", med, most)
-	}
-	if med, most := medianMax(nil); med != 0 || most != 0 {
-		t.Error("medianMax of none")
-	}
-	var d []time.Duration
-	for i := 1; i <= 100; i++ {
-		d = append(d, time.Duration(i)*time.Second)
-	}
-	if p := percentile(d, 50); p != 50*time.Second {
-		t.Errorf("p50 %s", p)
-	}
-	if p := percentile(d, 99); p != 99*time.Second {
-		t.Errorf("p99 %s", p)
-	}
-	if p := percentile(d[:1], 99); p != time.Second {
-		t.Errorf("p99 of one %s", p)
-	}
-	if percentile(nil, 50) != 0 {
-		t.Error("percentile of none")
-	}
-}
-
 func TestRender(t *testing.T) {
 	rows := []row{
 		{label: "tether", nodes: 2, wanted: 2, owned: 1000, synced: []time.Duration{2 * time.Second, 4 * time.Second},
-			afterSync: []procMem{{rss: 40 << 20, hwm: 50 << 20}, {rss: 44 << 20, hwm: 70 << 20}},
-			afterNew:  []procMem{{rss: 41 << 20, hwm: 50 << 20}, {rss: 45 << 20, hwm: 70 << 20}},
+			afterSync: []benchkit.Mem{{RSS: 40 << 20, HWM: 50 << 20}, {RSS: 44 << 20, HWM: 70 << 20}},
+			afterNew:  []benchkit.Mem{{RSS: 41 << 20, HWM: 50 << 20}, {RSS: 45 << 20, HWM: 70 << 20}},
 			heapSync:  []int64{10 << 20, 12 << 20}, newClaims: 40, toPV: []time.Duration{time.Second, 3 * time.Second},
 			watchersPVC: 2, watchersPV: 2, churn: 1000, churnOnRunning: 20,
 			churnPVC: watchLoad{events: 2000, bytes: 3e6}, churnCPU: 1.5, apiRSS: 1 << 30, apiHWM: 2 << 30},

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +26,7 @@ import (
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/tether-csi/tether/test/bench"
+	"github.com/tether-csi/tether/test/benchkit"
 	"github.com/tether-csi/tether/test/cluster"
 )
 
@@ -37,36 +37,6 @@ import (
 const syncedMarker = "Started provisioner controller"
 
 func numCPU() int { return runtime.NumCPU() }
-
-// readMem reads a process's VmRSS and VmHWM; zero if it is gone.
-func readMem(pid int) procMem {
-	if pid == 0 {
-		return procMem{}
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return procMem{}
-	}
-	return parseStatus(string(data))
-}
-
-// memAvailable is /proc/meminfo's MemAvailable, in bytes.
-func memAvailable() int64 {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
-}
 
 // apiMetrics is the API server's /metrics text.
 func (e *env) apiMetrics(t *testing.T) string {
@@ -82,15 +52,15 @@ func (e *env) apiMetrics(t *testing.T) string {
 // holds open (apiserver_longrunning_requests; apiserver_registered_watchers
 // is gone from recent versions).
 func watches(metrics, resource string) float64 {
-	return metricSum(metrics, "apiserver_longrunning_requests", map[string]string{"verb": "WATCH", "resource": resource})
+	return benchkit.MetricSum(metrics, "apiserver_longrunning_requests", map[string]string{"verb": "WATCH", "resource": resource})
 }
 
 // sent is what the API server sent to watchers of resource since before.
 func sent(before, after, resource string) watchLoad {
 	m := map[string]string{"resource": resource}
 	return watchLoad{
-		events: metricSum(after, "apiserver_watch_events_total", m) - metricSum(before, "apiserver_watch_events_total", m),
-		bytes:  metricSum(after, "apiserver_watch_events_sizes_sum", m) - metricSum(before, "apiserver_watch_events_sizes_sum", m),
+		events: benchkit.MetricSum(after, "apiserver_watch_events_total", m) - benchkit.MetricSum(before, "apiserver_watch_events_total", m),
+		bytes:  benchkit.MetricSum(after, "apiserver_watch_events_sizes_sum", m) - benchkit.MetricSum(before, "apiserver_watch_events_sizes_sum", m),
 	}
 }
 
@@ -171,9 +141,9 @@ func runStack(t *testing.T, e *env, label string) row {
 		t.Error(r.failed)
 		return r
 	}
-	first := readMem(pods[0].proc.Pid()).hwm
+	first := benchkit.ReadMem(pods[0].proc.Pid()).HWM
 	running := s.nodes
-	if avail := memAvailable(); first > 0 && avail > 0 {
+	if avail := benchkit.MemAvailable(); first > 0 && avail > 0 {
 		fit := 1 + int((avail-int64(s.reserveMiB)<<20)/(first+first/4))
 		if fit < s.nodes {
 			running = max(1, fit)
@@ -201,9 +171,9 @@ func runStack(t *testing.T, e *env, label string) row {
 		// the log: the row says the stack stopped.
 		r.failed = err.Error()
 		for _, p := range pods {
-			m := readMem(p.proc.Pid())
+			m := benchkit.ReadMem(p.proc.Pid())
 			t.Logf("%s: %s synced=%t after %s: VmRSS %s, VmHWM %s", label, p.node, !p.syncedAt.IsZero(),
-				time.Since(p.started).Round(time.Second), mib(m.rss), mib(m.hwm))
+				time.Since(p.started).Round(time.Second), mib(m.RSS), mib(m.HWM))
 			if !p.syncedAt.IsZero() {
 				r.afterSync = append(r.afterSync, m)
 			}
@@ -211,16 +181,16 @@ func runStack(t *testing.T, e *env, label string) row {
 		t.Error(r.failed)
 		return r
 	}
-	t.Logf("%s: %d provisioners synced, the last %s after its start", label, running, percentile(r.synced, 100))
+	t.Logf("%s: %d provisioners synced, the last %s after its start", label, running, benchkit.Percentile(r.synced, 100))
 
 	// Settled: what each holds at rest.
 	hold(t, 5*time.Second)
 	afterSync := e.apiMetrics(t)
 	r.watchersPVC = watches(afterSync, "persistentvolumeclaims") - watches(before, "persistentvolumeclaims")
 	r.watchersPV = watches(afterSync, "persistentvolumes") - watches(before, "persistentvolumes")
-	r.apiRSSSync = readMem(e.apiPID).rss
+	r.apiRSSSync = benchkit.ReadMem(e.apiPID).RSS
 	for _, p := range pods {
-		r.afterSync = append(r.afterSync, readMem(p.proc.Pid()))
+		r.afterSync = append(r.afterSync, benchkit.ReadMem(p.proc.Pid()))
 		if h, ok := heapInUse(p.metrics); ok {
 			r.heapSync = append(r.heapSync, h)
 		}
@@ -230,11 +200,11 @@ func runStack(t *testing.T, e *env, label string) row {
 	if s.fresh > 0 {
 		r.newClaims, r.toPV, r.toGone, r.newFailed = newClaims(t, e, label, pods, s.fresh)
 		t.Logf("%s: %d new claims, %d failed; to PV p50 %s p99 %s", label, r.newClaims, r.newFailed,
-			percentile(r.toPV, 50), percentile(r.toPV, 99))
+			benchkit.Percentile(r.toPV, 50), benchkit.Percentile(r.toPV, 99))
 	}
 	hold(t, 2*time.Second)
 	for _, p := range pods {
-		r.afterNew = append(r.afterNew, readMem(p.proc.Pid()))
+		r.afterNew = append(r.afterNew, benchkit.ReadMem(p.proc.Pid()))
 		if h, ok := heapInUse(p.metrics); ok {
 			r.heapNew = append(r.heapNew, h)
 		}
@@ -246,13 +216,13 @@ func runStack(t *testing.T, e *env, label string) row {
 		for _, p := range pods {
 			pids[p.node] = p.proc.Pid()
 		}
-		m0, cpu0 := e.apiMetrics(t), bench.ReadCPU(pids)
+		m0, cpu0 := e.apiMetrics(t), benchkit.ReadCPU(pids)
 		onRunning, err := churn(t.Context(), e, label, running)
 		if err != nil {
 			t.Errorf("%s: churn: %v", label, err)
 		}
 		m1 := settleWatchEvents(t, e, "persistentvolumeclaims")
-		cpu1 := bench.ReadCPU(pids)
+		cpu1 := benchkit.ReadCPU(pids)
 		r.churn, r.churnOnRunning = s.churn, onRunning
 		r.churnPVC, r.churnPV = sent(m0, m1, "persistentvolumeclaims"), sent(m0, m1, "persistentvolumes")
 		for name, ticks := range cpu1.ByProgram {
@@ -264,8 +234,8 @@ func runStack(t *testing.T, e *env, label string) row {
 			t.Errorf("%s: the provisioner of %s exited (log %s)", label, p.node, p.proc.LogPath)
 		}
 	}
-	api := readMem(e.apiPID)
-	r.apiRSS, r.apiHWM = api.rss, api.hwm
+	api := benchkit.ReadMem(e.apiPID)
+	r.apiRSS, r.apiHWM = api.RSS, api.HWM
 	stopAll()
 	r.errorKinds = map[string]int{}
 	for _, p := range pods {
@@ -378,10 +348,10 @@ func heapInUse(addr string) (int64, bool) {
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK || !hasMetric(string(data), "go_memstats_heap_inuse_bytes") {
+	if err != nil || resp.StatusCode != http.StatusOK || !benchkit.HasMetric(string(data), "go_memstats_heap_inuse_bytes") {
 		return 0, false
 	}
-	return int64(metricSum(string(data), "go_memstats_heap_inuse_bytes", nil)), true
+	return int64(benchkit.MetricSum(string(data), "go_memstats_heap_inuse_bytes", nil)), true
 }
 
 // klogError is a klog error line: E, then the month and day.
@@ -665,11 +635,11 @@ func churn(ctx context.Context, e *env, label string, running int) (onRunning in
 // s), and returns its metrics then.
 func settleWatchEvents(t *testing.T, e *env, resource string) string {
 	m := e.apiMetrics(t)
-	last := metricSum(m, "apiserver_watch_events_total", map[string]string{"resource": resource})
+	last := benchkit.MetricSum(m, "apiserver_watch_events_total", map[string]string{"resource": resource})
 	for range 60 {
 		hold(t, time.Second)
 		next := e.apiMetrics(t)
-		v := metricSum(next, "apiserver_watch_events_total", map[string]string{"resource": resource})
+		v := benchkit.MetricSum(next, "apiserver_watch_events_total", map[string]string{"resource": resource})
 		m = next
 		if v == last {
 			break

@@ -30,6 +30,8 @@ import (
 
 	"github.com/tether-csi/tether/test/bench"
 	"github.com/tether-csi/tether/test/cluster"
+
+	"github.com/tether-csi/tether/test/benchkit"
 )
 
 const driverName = "mock.csi.tether.dev"
@@ -43,18 +45,6 @@ type pair struct {
 	workers  int    // tether's binder's --workers; 0: its default
 	upstream bool
 	floor    bool
-}
-
-func envInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
 }
 
 // TestBenchProvisioner: N claims of an Immediate class through the mock
@@ -71,7 +61,7 @@ func TestBenchProvisioner(t *testing.T) {
 			t.Fatalf("BENCH_N: %v", err)
 		}
 	}
-	qps := envInt(t, "BENCH_QPS", 2000)
+	qps := benchkit.Int(t, "BENCH_QPS", 2000, false)
 	pairs := []pair{{name: "tether"}, {name: "upstream", upstream: true}, {name: "tether", qps: qps}}
 	// BENCH_TETHER_WORKERS=48,100 adds tether at BENCH_QPS with those
 	// binder workers (labels tether@qps2000@w48, ...).
@@ -178,7 +168,7 @@ func measure(t *testing.T, c *cluster.Cluster, bc clients, p pair, n int, label,
 	stopProfile := profileAPIServer(t, c, label)
 	apiPID, etcdPID := c.ControlPlanePIDs()
 	pids := cpuPIDs(p, apiPID, etcdPID, binder, prov)
-	cpuBefore := bench.ReadCPU(pids)
+	cpuBefore := benchkit.ReadCPU(pids)
 	var after func(context.Context, int, *corev1.PersistentVolumeClaim) error
 	if p.floor {
 		after = floorWrites(bc.config)
@@ -186,7 +176,7 @@ func measure(t *testing.T, c *cluster.Cluster, bc clients, p pair, n int, label,
 	lat, total, err := createAndWait(t, bc.config, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, class) }, podOf, after)
 	r := row{label: label, n: n, total: total, upstream: p.upstream, floor: p.floor, qps: p.qps}
 	r.apiRSS, r.etcdRSS = pidRSS(apiPID), pidRSS(etcdPID)
-	r.cpu = bench.CPUUse(cpuBefore, bench.ReadCPU(pids), n)
+	r.cpu = benchkit.CPUUse(cpuBefore, benchkit.ReadCPU(pids), n)
 	stopProfile()
 	requestsAfter := apiRequests(t, c)
 	r.requests = bench.RequestsPerClaim(before, requestsAfter, n) + eventsByReason(t, c, n)
@@ -196,7 +186,7 @@ func measure(t *testing.T, c *cluster.Cluster, bc clients, p pair, n int, label,
 		t.Error(err)
 		return r
 	}
-	r.p50, r.p99 = bench.Percentile(lat, 50), bench.Percentile(lat, 99)
+	r.p50, r.p99 = benchkit.Percentile(lat, 50), benchkit.Percentile(lat, 99)
 	r.binderRSS, r.provRSS = peakRSS(binder), peakRSS(prov)
 	return r
 }

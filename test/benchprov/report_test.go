@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/tether-csi/tether/test/bench"
+
+	"github.com/tether-csi/tether/test/benchkit"
 )
 
 // row is one measured run.
@@ -34,7 +36,7 @@ type row struct {
 // defaultRuns), the pairs interleaved within each round so that a slow
 // spell of the machine does not land on one pair only.
 func runAll(t *testing.T, benchName string, pairs []pair, defaultRuns int, run func(*testing.T, pair, string, time.Duration) row) []row {
-	runs := envInt(t, "BENCH_RUNS", defaultRuns)
+	runs := benchkit.Int(t, "BENCH_RUNS", defaultRuns, false)
 	delays := os.Getenv("BENCH_ETCD_DELAY")
 	if delays == "" {
 		delays = bench.DefaultDelays

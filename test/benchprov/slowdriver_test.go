@@ -23,6 +23,8 @@ import (
 	"github.com/tether-csi/tether/test/bench"
 	"github.com/tether-csi/tether/test/benchout"
 	"github.com/tether-csi/tether/test/cluster"
+
+	"github.com/tether-csi/tether/test/benchkit"
 )
 
 // make bench-slowdriver: claims through a driver that spends seconds in
@@ -104,23 +106,11 @@ type slowRow struct {
 	trace                          *deleteTrace // each volume's deletion stages
 }
 
-func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		t.Fatalf("%s=%q: want a positive duration", name, v)
-	}
-	return d
-}
-
 func TestBenchSlowDriver(t *testing.T) {
 	if !benchEnabled() {
 		t.Skip("set TETHER_BENCH=1 to run the slow-driver bench (make bench-slowdriver)")
 	}
-	qps, workers := envInt(t, "BENCH_QPS", 2000), envInt(t, "BENCH_WORKERS", epDefaultWorkers)
+	qps, workers := benchkit.Int(t, "BENCH_QPS", 2000, false), benchkit.Int(t, "BENCH_WORKERS", epDefaultWorkers, false)
 	delays := os.Getenv("BENCH_ETCD_DELAY")
 	if delays == "" {
 		delays = "0"
@@ -139,12 +129,12 @@ func TestBenchSlowDriver(t *testing.T) {
 		var pairs []slowPair
 		switch name {
 		case "slow":
-			n, latency = envInt(t, "BENCH_N", 1000), envDuration(t, "BENCH_LATENCY", 2*time.Second)
+			n, latency = benchkit.Int(t, "BENCH_N", 1000, false), benchkit.Duration(t, "BENCH_LATENCY", 2*time.Second)
 			pairs = []slowPair{{name: "tether"}, {name: "upstream", upstream: true},
 				{name: "tether", qps: qps, workers: workers}, {name: "upstream", qps: qps, workers: workers, upstream: true},
 				{name: "floor", floor: true}}
 		case "slower":
-			n, latency = envInt(t, "BENCH_SLOWER_N", 200), envDuration(t, "BENCH_SLOWER_LATENCY", 30*time.Second)
+			n, latency = benchkit.Int(t, "BENCH_SLOWER_N", 200, false), benchkit.Duration(t, "BENCH_SLOWER_LATENCY", 30*time.Second)
 			pairs = []slowPair{{name: "tether", qps: qps, workers: workers, timeout: slowerTimeout},
 				{name: "upstream", qps: qps, workers: workers, timeout: slowerTimeout, upstream: true}}
 		default:
@@ -188,7 +178,7 @@ func runSlow(t *testing.T, p slowPair, n int, latency, delay time.Duration) slow
 	}
 	apiPID, etcdPID := c.ControlPlanePIDs()
 	pids := cpuPIDs(pair{upstream: p.upstream}, apiPID, etcdPID, binder, prov)
-	cpuBefore := bench.ReadCPU(pids)
+	cpuBefore := benchkit.ReadCPU(pids)
 	before := apiRequests(t, c)
 	var after func(context.Context, int, *corev1.PersistentVolumeClaim) error
 	if p.floor {
@@ -200,7 +190,7 @@ func runSlow(t *testing.T, p slowPair, n int, latency, delay time.Duration) slow
 		t.Error(err)
 		return r
 	}
-	r.bound, r.boundP50, r.boundP99 = total, bench.Percentile(lat, 50), bench.Percentile(lat, 99)
+	r.bound, r.boundP50, r.boundP99 = total, benchkit.Percentile(lat, 50), benchkit.Percentile(lat, 99)
 	mid := apiRequests(t, c)
 	r.createRequests = bench.PerClaim(before, mid, n)
 
@@ -218,9 +208,9 @@ func runSlow(t *testing.T, p slowPair, n int, latency, delay time.Duration) slow
 		t.Error(err)
 		return r
 	}
-	r.deleted, r.deletedP50, r.deletedP99 = total, bench.Percentile(lat, 50), bench.Percentile(lat, 99)
+	r.deleted, r.deletedP50, r.deletedP99 = total, benchkit.Percentile(lat, 50), benchkit.Percentile(lat, 99)
 	r.deleteRequests = bench.PerClaim(mid, apiRequests(t, c), n)
-	r.cpu = bench.CPUUse(cpuBefore, bench.ReadCPU(pids), n)
+	r.cpu = benchkit.CPUUse(cpuBefore, benchkit.ReadCPU(pids), n)
 	r.binderRSS, r.provRSS = peakRSS(binder), peakRSS(prov)
 	if backend != nil {
 		// Calls whose callers gave up may still be at work: their counts

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-csi/tether/test/bench"
+	"github.com/tether-csi/tether/test/benchkit"
 )
 
 // deleteTrace is when each volume (by PV name, which is also its CSI name)
@@ -80,7 +80,7 @@ func (d *deleteTrace) figures() (stages []stageFigures, busy float64) {
 		}
 		f := stageFigures{name: s.name, volumes: len(spans)}
 		if len(spans) > 0 {
-			f.p50, f.p99, f.max = bench.Percentile(spans, 50), bench.Percentile(spans, 99), bench.Percentile(spans, 100)
+			f.p50, f.p99, f.max = benchkit.Percentile(spans, 50), benchkit.Percentile(spans, 99), benchkit.Percentile(spans, 100)
 			f.lastAt = last.Sub(start)
 		}
 		stages = append(stages, f)

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-csi/tether/test/cluster"
+
+	"github.com/tether-csi/tether/test/benchkit"
 )
 
 const mockTopologyKey, mockTopologyValue = "io.kubernetes.storage.mock/node", "some-mock-node"
@@ -21,8 +23,8 @@ func TestBenchWFFC(t *testing.T) {
 	if !benchEnabled() {
 		t.Skip("set TETHER_BENCH=1 to run the WaitForFirstConsumer bench (make bench-wffc)")
 	}
-	n := envInt(t, "BENCH_N", 200)
-	qps := envInt(t, "BENCH_QPS", 2000)
+	n := benchkit.Int(t, "BENCH_N", 200, false)
+	qps := benchkit.Int(t, "BENCH_QPS", 2000, false)
 	pairs := []pair{{name: "tether", qps: qps}, {name: "upstream", qps: qps, upstream: true}}
 	// Five rounds: a run of 200 claims lasts a few seconds, and the
 	// machine's pace varies by a third from one run to the next.
