@@ -11,11 +11,17 @@
 // "base", to measure a change before and after in one invocation. `make
 // bench-nodes`; the test skips itself unless TETHER_BENCH is set.
 //
+// TestBenchRoll (`make bench-roll`, issue 52) runs the same cluster through a
+// DaemonSet roll of each stack's node provisioners, all at once and then one
+// at a time, while a stream of new claims comes and goes.
+//
 //   - populate_test.go: the cluster's objects, written as the real stack
 //     leaves them, and the local driver's folders seeded to match.
 //   - stack_test.go: one stack's run: drivers, provisioners, the phases.
 //   - report_test.go: the pure parts (parsing, statistics, the table) and
 //     their tests, which run without TETHER_BENCH.
+//   - roll_test.go, stream_test.go: the roll and the stream of claims;
+//     rollreport_test.go their pure parts.
 package benchnodes
 
 import (
@@ -69,84 +75,10 @@ func TestBenchNodes(t *testing.T) {
 	if os.Getenv("TETHER_BENCH") == "" {
 		t.Skip("set TETHER_BENCH=1 to run the node-deployment bench (make bench-nodes)")
 	}
-	s := settings{
-		n:            benchkit.Int(t, "BENCH_N", 100000, false),
-		nodes:        benchkit.Int(t, "BENCH_NODES", 20, false),
-		clusterNodes: benchkit.Int(t, "BENCH_CLUSTER_NODES", 100, false),
-		fresh:        benchkit.Int(t, "BENCH_NEW", 20, true),
-		churn:        benchkit.Int(t, "BENCH_CHURN", 1000, true),
-		qps:          benchkit.Int(t, "BENCH_QPS", 0, true),
-		conns:        benchkit.Int(t, "BENCH_CONNS", 256, false),
-		reserveMiB:   benchkit.Int(t, "BENCH_RESERVE_MIB", 6144, false),
-		timeout:      benchkit.Duration(t, "BENCH_TIMEOUT", 30*time.Minute),
-		only:         os.Getenv("BENCH_ONLY"),
-		base:         os.Getenv("BENCH_BASE"),
-	}
-	if s.nodes > s.clusterNodes {
-		t.Fatalf("BENCH_NODES=%d is more than BENCH_CLUSTER_NODES=%d", s.nodes, s.clusterNodes)
-	}
-	labels := []string{"tether", "ep"}
-	if s.only != "" {
-		if s.only != "tether" && s.only != "ep" {
-			t.Fatalf("BENCH_ONLY=%q: tether or ep", s.only)
-		}
-		labels = []string{s.only}
-	}
-	if s.base != "" && labels[0] == "tether" {
-		// Before and after in one invocation, on the same cluster.
-		labels = append([]string{"base"}, labels...)
-	}
+	s := readSettings(t, 20)
+	labels := stackLabels(t, s)
 	loadStart := benchkit.LoadAvg()
-	e := &env{s: s}
-	e.c = cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
-		"max-requests-inflight": {"2000"}, "max-mutating-requests-inflight": {"1000"},
-		// The bench deletes the new claims and their PVs without
-		// kube-controller-manager's protection controllers: new objects
-		// get no protection finalizer (the ones made as already
-		// provisioned are written with theirs).
-		"disable-admission-plugins": {"ServiceAccount", "StorageObjectInUseProtection"}}})
-	e.kubeconfig, e.config = e.c.AdminTokenKubeconfig(t)
-	fast := rest.CopyConfig(e.config)
-	fast.QPS, fast.Burst = 20000, 40000
-	e.admin = kubernetes.NewForConfigOrDie(fast)
-	e.apiPID, _ = e.c.ControlPlanePIDs()
-	// Built before the clock starts.
-	e.driverBin = cluster.BuildBinary(t, "./examples/local-driver")
-	if labels[0] != "ep" {
-		cluster.BuildBinary(t, "./cmd/provisioner")
-	}
-	if s.base != "" {
-		e.baseBin = upgrade.BuildRef(t, s.base).Provisioner
-	}
-
-	setupStart := time.Now()
-	volumes, err := populate(t.Context(), newWriters(e.config), s.n, s.clusterNodes, s.conns, func(done int64) {
-		t.Logf("setup: %d of %d claims and PVs after %s", done, s.n, time.Since(setupStart).Round(time.Second))
-	})
-	if err != nil {
-		t.Fatalf("setup: %v", err)
-	}
-	for j := range s.nodes {
-		dir, err := os.MkdirTemp("", "nb") // socket paths must be short
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		var mine []string
-		for i := j; i < s.n; i += s.clusterNodes {
-			mine = append(mine, volumes[i])
-		}
-		if err := seedDriver(filepath.Join(dir, "root"), mine); err != nil {
-			t.Fatal(err)
-		}
-		e.roots = append(e.roots, dir)
-	}
-	setup := time.Since(setupStart)
-	apiAfterSetup := benchkit.ReadMem(e.apiPID)
-	_, etcdPID := e.c.ControlPlanePIDs()
-	etcdAfterSetup := benchkit.ReadMem(etcdPID)
-	t.Logf("setup: %d claims Bound to their PVs on %d nodes, %d drivers seeded, in %s (%s claims/s); kube-apiserver %s, etcd %s",
-		s.n, s.clusterNodes, s.nodes, setup.Round(time.Second), rate(s.n, setup), mib(apiAfterSetup.RSS), mib(etcdAfterSetup.RSS))
+	e, setup, apiAfterSetup, etcdAfterSetup := setupCluster(t, s, labels)
 
 	var rows []row
 	for _, label := range labels {
@@ -226,4 +158,99 @@ func figures(r row) map[string]any {
 		f["to_pv_p50_seconds"], f["to_pv_p99_seconds"] = benchkit.Percentile(r.toPV, 50).Seconds(), benchkit.Percentile(r.toPV, 99).Seconds()
 	}
 	return f
+}
+
+// readSettings reads the knobs; nodes is BENCH_NODES's default.
+func readSettings(t *testing.T, nodes int) settings {
+	s := settings{
+		n:            benchkit.Int(t, "BENCH_N", 100000, false),
+		nodes:        benchkit.Int(t, "BENCH_NODES", nodes, false),
+		clusterNodes: benchkit.Int(t, "BENCH_CLUSTER_NODES", 100, false),
+		fresh:        benchkit.Int(t, "BENCH_NEW", 20, true),
+		churn:        benchkit.Int(t, "BENCH_CHURN", 1000, true),
+		qps:          benchkit.Int(t, "BENCH_QPS", 0, true),
+		conns:        benchkit.Int(t, "BENCH_CONNS", 256, false),
+		reserveMiB:   benchkit.Int(t, "BENCH_RESERVE_MIB", 6144, false),
+		timeout:      benchkit.Duration(t, "BENCH_TIMEOUT", 30*time.Minute),
+		only:         os.Getenv("BENCH_ONLY"),
+		base:         os.Getenv("BENCH_BASE"),
+	}
+	if s.nodes > s.clusterNodes {
+		t.Fatalf("BENCH_NODES=%d is more than BENCH_CLUSTER_NODES=%d", s.nodes, s.clusterNodes)
+	}
+	return s
+}
+
+// stackLabels are the stacks to run, in order: base (BENCH_BASE), tether,
+// ep, as BENCH_ONLY narrows them.
+func stackLabels(t *testing.T, s settings) []string {
+	labels := []string{"tether", "ep"}
+	if s.only != "" {
+		if s.only != "tether" && s.only != "ep" {
+			t.Fatalf("BENCH_ONLY=%q: tether or ep", s.only)
+		}
+		labels = []string{s.only}
+	}
+	if s.base != "" && labels[0] == "tether" {
+		// Before and after in one invocation, on the same cluster.
+		labels = append([]string{"base"}, labels...)
+	}
+	return labels
+}
+
+// setupCluster starts the API server, writes the cluster's claims and PVs
+// and seeds the running nodes' driver folders; it returns the setup's time
+// and the API server's and etcd's memory after it.
+func setupCluster(t *testing.T, s settings, labels []string) (e *env, setup time.Duration, apiAfterSetup, etcdAfterSetup benchkit.Mem) {
+	e = &env{s: s}
+	e.c = cluster.Start(t, cluster.Options{APIServerArgs: map[string][]string{
+		"max-requests-inflight": {"2000"}, "max-mutating-requests-inflight": {"1000"},
+		// The bench deletes the new claims and their PVs without
+		// kube-controller-manager's protection controllers: new objects
+		// get no protection finalizer (the ones made as already
+		// provisioned are written with theirs).
+		"disable-admission-plugins": {"ServiceAccount", "StorageObjectInUseProtection"}}})
+	e.kubeconfig, e.config = e.c.AdminTokenKubeconfig(t)
+	fast := rest.CopyConfig(e.config)
+	fast.QPS, fast.Burst = 20000, 40000
+	e.admin = kubernetes.NewForConfigOrDie(fast)
+	e.apiPID, _ = e.c.ControlPlanePIDs()
+	// Built before the clock starts.
+	e.driverBin = cluster.BuildBinary(t, "./examples/local-driver")
+	if labels[0] != "ep" {
+		cluster.BuildBinary(t, "./cmd/provisioner")
+	}
+	if s.base != "" {
+		e.baseBin = upgrade.BuildRef(t, s.base).Provisioner
+	}
+
+	setupStart := time.Now()
+	volumes, err := populate(t.Context(), newWriters(e.config), s.n, s.clusterNodes, s.conns, func(done int64) {
+		t.Logf("setup: %d of %d claims and PVs after %s", done, s.n, time.Since(setupStart).Round(time.Second))
+	})
+	if err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	for j := range s.nodes {
+		dir, err := os.MkdirTemp("", "nb") // socket paths must be short
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		var mine []string
+		for i := j; i < s.n; i += s.clusterNodes {
+			mine = append(mine, volumes[i])
+		}
+		if err := seedDriver(filepath.Join(dir, "root"), mine); err != nil {
+			t.Fatal(err)
+		}
+		e.roots = append(e.roots, dir)
+	}
+	setup = time.Since(setupStart)
+	apiAfterSetup = benchkit.ReadMem(e.apiPID)
+	_, etcdPID := e.c.ControlPlanePIDs()
+	etcdAfterSetup = benchkit.ReadMem(etcdPID)
+	t.Logf("setup: %d claims Bound to their PVs on %d nodes, %d drivers seeded, in %s (%s claims/s); kube-apiserver %s, etcd %s",
+		s.n, s.clusterNodes, s.nodes, setup.Round(time.Second), rate(s.n, setup), mib(apiAfterSetup.RSS), mib(etcdAfterSetup.RSS))
+	return e, setup, apiAfterSetup, etcdAfterSetup
 }

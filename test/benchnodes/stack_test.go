@@ -80,47 +80,12 @@ type prov struct {
 func runStack(t *testing.T, e *env, label string) row {
 	s := e.s
 	r := row{label: label, wanted: s.nodes, owned: s.n / s.clusterNodes}
-	var path string
-	switch label {
-	case "ep":
-		var err error
-		if path, err = cluster.Tool("csi-provisioner"); err != nil {
-			t.Fatal(err)
-		}
-	case "base":
-		path = e.baseBin
-	default:
-		path = cluster.BuildBinary(t, "./cmd/provisioner")
-	}
+	path := provisionerPath(t, e, label)
 
-	// Every node's driver first, on its seeded folder.
-	pods := make([]*prov, s.nodes)
-	for j := range s.nodes {
-		node := nodeName(j)
-		p := &prov{node: node, socket: filepath.Join(e.roots[j], label+".sock"), metrics: cluster.FreeAddr(t)}
-		p.driver = e.c.Run(t, cluster.ProcessOptions{Name: label + "-driver-" + node, Path: e.driverBin,
-			Args: []string{"--endpoint=" + p.socket, "--node-id=" + node, "--root=" + filepath.Join(e.roots[j], "root"),
-				"--capacity=100Ti", "-v=2"}})
-		pods[j] = p
-	}
-	for _, p := range pods {
-		if err := waitLog(t.Context(), p.driver, `"Serving"`, 2*time.Minute); err != nil {
-			t.Fatalf("driver of %s: %v", p.node, err)
-		}
-	}
+	pods := startDrivers(t, e, label)
 	before := e.apiMetrics(t)
 
-	start := func(p *prov) {
-		args := []string{"--kubeconfig=" + e.kubeconfig, "--csi-address=" + p.socket, "--node-deployment=true",
-			"--enable-capacity=true", "--capacity-ownerref-level=-1", "--leader-election=false",
-			"--http-endpoint=" + p.metrics, "--v=2"}
-		if s.qps > 0 {
-			args = append(args, fmt.Sprintf("--kube-api-qps=%d", s.qps), fmt.Sprintf("--kube-api-burst=%d", 2*s.qps))
-		}
-		p.started = time.Now()
-		p.proc = e.c.Run(t, cluster.ProcessOptions{Name: label + "-provisioner-" + p.node, Path: path, Args: args,
-			Env: []string{"NODE_NAME=" + p.node, "NAMESPACE=" + namespace}})
-	}
+	start := func(p *prov) { startProvisioner(t, e, label, path, p) }
 	stopAll := func() {
 		var wg sync.WaitGroup
 		for _, p := range pods {
@@ -251,6 +216,62 @@ func runStack(t *testing.T, e *env, label string) row {
 			mib(r.logBytes), kindsText(r.errorKinds))
 	}
 	return r
+}
+
+// provisionerPath is the provisioner binary a stack runs.
+func provisionerPath(t *testing.T, e *env, label string) string {
+	switch label {
+	case "ep":
+		path, err := cluster.Tool("csi-provisioner")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path
+	case "base":
+		return e.baseBin
+	}
+	return cluster.BuildBinary(t, "./cmd/provisioner")
+}
+
+// startDrivers starts every node's driver, on its seeded folder, and
+// waits until each serves.
+func startDrivers(t *testing.T, e *env, label string) []*prov {
+	pods := make([]*prov, e.s.nodes)
+	for j := range e.s.nodes {
+		node := nodeName(j)
+		p := &prov{node: node, socket: filepath.Join(e.roots[j], label+".sock"), metrics: cluster.FreeAddr(t)}
+		p.driver = e.c.Run(t, cluster.ProcessOptions{Name: label + "-driver-" + node, Path: e.driverBin,
+			Args: []string{"--endpoint=" + p.socket, "--node-id=" + node, "--root=" + filepath.Join(e.roots[j], "root"),
+				"--capacity=100Ti", "-v=2"}})
+		pods[j] = p
+	}
+	for _, p := range pods {
+		if err := waitLog(t.Context(), p.driver, `"Serving"`, 2*time.Minute); err != nil {
+			t.Fatalf("driver of %s: %v", p.node, err)
+		}
+	}
+	return pods
+}
+
+// startProvisioner starts p's provisioner (the binary at path) as
+// deploy/csi's DaemonSet runs it, or starts it again once stopped (its log
+// goes on).
+func startProvisioner(t *testing.T, e *env, label, path string, p *prov) {
+	args := []string{"--kubeconfig=" + e.kubeconfig, "--csi-address=" + p.socket, "--node-deployment=true",
+		"--enable-capacity=true", "--capacity-ownerref-level=-1", "--leader-election=false",
+		"--http-endpoint=" + p.metrics, "--v=2"}
+	if e.s.qps > 0 {
+		args = append(args, fmt.Sprintf("--kube-api-qps=%d", e.s.qps), fmt.Sprintf("--kube-api-burst=%d", 2*e.s.qps))
+	}
+	p.started, p.syncedAt = time.Now(), time.Time{}
+	if p.proc != nil {
+		if err := p.proc.Start(); err != nil {
+			t.Fatalf("starting the provisioner of %s again: %v", p.node, err)
+		}
+		return
+	}
+	p.proc = e.c.Run(t, cluster.ProcessOptions{Name: label + "-provisioner-" + p.node, Path: path, Args: args,
+		Env: []string{"NODE_NAME=" + p.node, "NAMESPACE=" + namespace}})
 }
 
 // hold lets d pass, or the test end.
