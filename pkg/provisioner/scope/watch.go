@@ -19,9 +19,11 @@ const PageSize = 500
 // ListerWatcher is a resource's lister and watcher through a Keeper: its
 // listings and watches carry only what the Keeper keeps (and a deletion
 // for what it stops keeping), so an informer built on it holds nothing
-// else. It lists in pages of PageSize from the API server's current state
-// (not its watch cache, which answers whole), and never streams its
-// listings (watch-list), so that no page holds more than PageSize objects.
+// else. It lists in pages of PageSize at the API server's current state
+// (resourceVersion unset: from Kubernetes 1.34 the watch cache serves such
+// pages, where resourceVersion=0 would be answered whole), and never streams
+// its listings (watch-list), so that no page holds more than PageSize
+// objects.
 type ListerWatcher struct {
 	// ListPage lists one page; WatchAll watches: the resource's own calls.
 	ListPage func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
