@@ -8,7 +8,6 @@
 package bench
 
 import (
-	"bufio"
 	"fmt"
 	"slices"
 	"strconv"
@@ -114,28 +113,6 @@ func ParseDelays(s string) ([]time.Duration, error) {
 		return nil, fmt.Errorf("no delay in %q", s)
 	}
 	return out, nil
-}
-
-// ParseVmHWM reads the peak resident set size, in bytes, from the text of
-// /proc/<pid>/status.
-func ParseVmHWM(status string) (int64, error) {
-	sc := bufio.NewScanner(strings.NewReader(status))
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) != 2 || fields[1] != "kB" {
-			return 0, fmt.Errorf("unexpected VmHWM line %q", sc.Text())
-		}
-		kb, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("unexpected VmHWM line %q: %w", sc.Text(), err)
-		}
-		return kb * 1024, nil
-	}
-	return 0, fmt.Errorf("no VmHWM line")
 }
 
 // Table formats results: for each etcd delay, in the order first run, the

@@ -247,7 +247,7 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 		if proc == nil {
 			return
 		}
-		if v, err := readVmHWM(proc.Pid()); err == nil && v > peak.Load() {
+		if v := benchkit.ReadMem(proc.Pid()).HWM; v > peak.Load() {
 			peak.Store(v)
 		}
 	}
@@ -312,8 +312,8 @@ func runOnce(t *testing.T, cfg benchConfig, binder string, n int, delay time.Dur
 		PeakRSS: peak.Load(), Delay: delay, Requests: requests,
 		Started: start, APIRequests: PerClaim(requestsBefore, requestsAfter, n), CPU: cpu,
 	}
-	r.APIServerRSS, _ = readVmHWM(apiPID)
-	r.EtcdRSS, _ = readVmHWM(etcdPID)
+	r.APIServerRSS = benchkit.ReadMem(apiPID).HWM
+	r.EtcdRSS = benchkit.ReadMem(etcdPID).HWM
 	t.Logf("%s N=%d etcd delay %s: all Bound in %s (%.1f claims/s), p50 %s, p99 %s, peak RSS %s (kube-apiserver %s, etcd %s); %s",
 		binder, n, delay, seconds(r.Total), r.ClaimsPerSecond(), seconds(r.P50), seconds(r.P99), mib(r.PeakRSS),
 		mib(r.APIServerRSS), mib(r.EtcdRSS), requests)
@@ -499,15 +499,4 @@ func checkVolumes(ctx context.Context, cs kubernetes.Interface, n int) error {
 		return fmt.Errorf("%d of %d volumes are Bound to a claim", len(claims), n)
 	}
 	return nil
-}
-
-func readVmHWM(pid int) (int64, error) {
-	if pid == 0 {
-		return 0, errors.New("no process")
-	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	return ParseVmHWM(string(status))
 }

@@ -28,18 +28,6 @@ func TestParseSizes(t *testing.T) {
 	}
 }
 
-func TestParseVmHWM(t *testing.T) {
-	status := "Name:\tbinder\nVmPeak:\t  812345 kB\nVmHWM:\t   40960 kB\nVmRSS:\t   30000 kB\n"
-	if got, err := ParseVmHWM(status); err != nil || got != 40960*1024 {
-		t.Errorf("ParseVmHWM = %d, %v; want %d", got, err, 40960*1024)
-	}
-	for _, bad := range []string{"Name:\tx\n", "VmHWM:\t12 MB\n", "VmHWM:\tlots kB\n"} {
-		if _, err := ParseVmHWM(bad); err == nil {
-			t.Errorf("ParseVmHWM(%q) did not fail", bad)
-		}
-	}
-}
-
 func TestTable(t *testing.T) {
 	const delay = 2500 * time.Microsecond
 	results := []Result{

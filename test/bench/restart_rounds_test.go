@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-csi/tether/test/cluster"
+
+	"github.com/tether-csi/tether/test/benchkit"
 )
 
 // rounds runs the restart bench's measurements, one round per churn
@@ -86,7 +88,7 @@ func (r *rounds) measure(i, k int) roundResult {
 	waitProfile()
 	saveHeapProfile(t, r.pprof, fmt.Sprintf("restart-%d-churn-%d", r.n, k), "binder", r.addrs[nameA])
 	res := roundResult{restart: Timing{Synced: synced.Sub(start), Bound: bound.Sub(start)}}
-	res.rssA, _ = readVmHWM(first.Pid())
+	res.rssA = benchkit.ReadMem(first.Pid()).HWM
 
 	// Failover: a standby, the leader killed, a new pair.
 	second := r.start(nameB)
@@ -122,7 +124,7 @@ func (r *rounds) measure(i, k int) roundResult {
 		t.Fatalf("failover: %v\n%s", err, cluster.Tail(second.LogPath, 30))
 	}
 	res.failover = Timing{Synced: synced.Sub(killed), Bound: bound.Sub(killed)}
-	res.rssB, _ = readVmHWM(second.Pid())
+	res.rssB = benchkit.ReadMem(second.Pid()).HWM
 	r.leader = second
 	return res
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/tether-csi/tether/test/benchout"
 	"github.com/tether-csi/tether/test/cluster"
+
+	"github.com/tether-csi/tether/test/benchkit"
 )
 
 // TestBenchBinderRestart measures what a binder's restart and a leader
@@ -123,7 +125,7 @@ func TestBenchBinderRestart(t *testing.T) {
 		table := RestartTable(n, shown, res.restart, res.failover, res.rssA, res.rssB)
 		t.Log("\n" + table)
 		fmt.Print(table)
-		apiRSS, _ := readVmHWM(mustPID(c))
+		apiRSS := benchkit.ReadMem(mustPID(c)).HWM
 		run := benchout.Run{Bench: "binder-restart", Label: "tether", Started: setupStart,
 			Settings: map[string]any{"n": n, "qps": qps, "lease_duration_seconds": 15, "churned_nodes": k, "pinned_nodes": nodes, "round": i + 1},
 			Figures: map[string]any{

@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,9 +88,8 @@ func TestBenchCapacity(t *testing.T) {
 			t.Logf("figures appended to %s", path)
 		}
 	}
-	load, _ := os.ReadFile("/proc/loadavg")
 	report := render(fmt.Sprintf("capacity bench: %d nodes (a segment each), %d WaitForFirstConsumer classes, poll %s, capacity client QPS %d (burst %d); load at the end %s",
-		s.nodes, len(pools), s.poll, s.qps, 2*s.qps, strings.Join(strings.Fields(string(load))[:3], " ")), rows)
+		s.nodes, len(pools), s.poll, s.qps, 2*s.qps, benchkit.LoadAvg()), rows)
 	t.Log("\n" + report)
 	fmt.Print(report)
 }
@@ -142,7 +140,7 @@ func runSide(t *testing.T, s settings, label string) row {
 	if r.allObjects == 0 {
 		r.failed = fmt.Sprintf("%d of %d objects in %s", r.objects, want, s.timeout)
 		t.Error(r.failed)
-		r.provRSS = peakRSS(prov.Pid())
+		r.provRSS = benchkit.ReadMem(prov.Pid()).HWM
 		return r
 	}
 	t.Logf("%s: every object in %s (%d GetCapacity calls, %.0f writes)", label, seconds(r.allObjects), r.startCalls, r.startWrites)
@@ -188,7 +186,7 @@ func runSide(t *testing.T, s settings, label string) row {
 				answered = ta
 			case <-deadline:
 				t.Errorf("%s: change %d (%s, pool %s) did not show", label, i, node, pool)
-				r.provRSS = peakRSS(prov.Pid())
+				r.provRSS = benchkit.ReadMem(prov.Pid()).HWM
 				return r
 			}
 		}
@@ -201,7 +199,7 @@ func runSide(t *testing.T, s settings, label string) row {
 			t.Errorf("%s: change %d (%s, pool %s) was answered but not published", label, i, node, pool)
 		}
 	}
-	r.provRSS = peakRSS(prov.Pid())
+	r.provRSS = benchkit.ReadMem(prov.Pid()).HWM
 	return r
 }
 
@@ -278,14 +276,4 @@ func apiRequests(t *testing.T, c *cluster.Cluster) map[string]float64 {
 		return nil
 	}
 	return bench.APIRequests(string(raw))
-}
-
-// peakRSS is a process's VmHWM, 0 if it cannot be read.
-func peakRSS(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	rss, _ := bench.ParseVmHWM(string(data))
-	return rss
 }

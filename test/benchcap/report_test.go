@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-csi/tether/test/benchkit"
 )
 
 // row is one contender's figures.
@@ -113,17 +115,8 @@ func rate(v float64) string {
 // render prints the rows side by side: a line per figure, a column per
 // contender.
 func render(title string, rows []row) string {
-	lines := [][]string{{"figure"}}
-	for _, r := range rows {
-		lines[0] = append(lines[0], r.label)
-	}
-	add := func(name string, f func(r row) string) {
-		line := []string{name}
-		for _, r := range rows {
-			line = append(line, f(r))
-		}
-		lines = append(lines, line)
-	}
+	table := benchkit.NewColumns(rows, func(r row) string { return r.label })
+	add := table.Add
 	add("every object exists", func(r row) string {
 		if r.failed != "" {
 			return "did not: " + r.failed
@@ -159,21 +152,7 @@ func render(title string, rows []row) string {
 		return fmt.Sprintf("%d ms, %d ms", mean.Milliseconds(), most.Milliseconds())
 	})
 	add("provisioner peak RSS", func(r row) string { return fmt.Sprintf("%.0f MiB", float64(r.provRSS)/(1<<20)) })
-	widths := make([]int, len(lines[0]))
-	for _, l := range lines {
-		for i, cell := range l {
-			widths[i] = max(widths[i], len(cell))
-		}
-	}
-	var b strings.Builder
-	b.WriteString(title + "\n")
-	for _, l := range lines {
-		for i, cell := range l {
-			fmt.Fprintf(&b, "%-*s  ", widths[i], cell)
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
+	return title + "\n" + table.Aligned()
 }
 
 // figures is a row as benchout's figures (seconds, per minute, bytes).

@@ -1,6 +1,7 @@
 package benchkit
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -125,5 +126,20 @@ func TestPercentile(t *testing.T) {
 	Percentile(in, 50)
 	if !reflect.DeepEqual(in, ms(3, 1, 2)) {
 		t.Error("Percentile sorted its input")
+	}
+}
+
+func TestColumns(t *testing.T) {
+	type run struct {
+		name string
+		secs float64
+	}
+	c := NewColumns([]run{{"tether", 1.5}, {"ep", 12}}, func(r run) string { return r.name })
+	c.Add("time", func(r run) string { return fmt.Sprintf("%.1f s", r.secs) })
+	if got, want := c.Markdown(), "| figure | tether | ep |\n|---|---|---|\n| time | 1.5 s | 12.0 s |\n"; got != want {
+		t.Errorf("Markdown:\n%s\nwant\n%s", got, want)
+	}
+	if got, want := c.Aligned(), "figure  tether  ep      \ntime    1.5 s   12.0 s  \n"; got != want {
+		t.Errorf("Aligned:\n%q\nwant\n%q", got, want)
 	}
 }

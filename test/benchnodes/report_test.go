@@ -121,17 +121,8 @@ func per(v float64, n float64) string {
 // render prints the rows side by side: a line per figure, a column per
 // stack, as a Markdown table.
 func render(title string, rows []row) string {
-	lines := [][]string{{"figure"}}
-	for _, r := range rows {
-		lines[0] = append(lines[0], r.label)
-	}
-	add := func(name string, f func(r row) string) {
-		line := []string{name}
-		for _, r := range rows {
-			line = append(line, f(r))
-		}
-		lines = append(lines, line)
-	}
+	table := benchkit.NewColumns(rows, func(r row) string { return r.label })
+	add := table.Add
 	add("provisioners (node-mode processes, each beside its driver)", func(r row) string {
 		s := fmt.Sprintf("%d of %d", r.nodes, r.wanted)
 		if r.limited != "" {
@@ -203,12 +194,7 @@ func render(title string, rows []row) string {
 
 	var b strings.Builder
 	b.WriteString("\n### " + title + "\n\n")
-	for i, l := range lines {
-		b.WriteString("| " + strings.Join(l, " | ") + " |\n")
-		if i == 0 {
-			b.WriteString("|" + strings.Repeat("---|", len(l)) + "\n")
-		}
-	}
+	b.WriteString(table.Markdown())
 	for _, r := range rows {
 		if r.failed != "" {
 			fmt.Fprintf(&b, "\n%s stopped early: %s\n", r.label, r.failed)

@@ -95,17 +95,8 @@ func medMax(d []time.Duration) string {
 
 // renderRoll prints the rows side by side, a column per stack.
 func renderRoll(title string, rows []rollRow) string {
-	lines := [][]string{{"figure"}}
-	for _, r := range rows {
-		lines[0] = append(lines[0], r.label)
-	}
-	add := func(name string, f func(r rollRow) string) {
-		line := []string{name}
-		for _, r := range rows {
-			line = append(line, f(r))
-		}
-		lines = append(lines, line)
-	}
+	table := benchkit.NewColumns(rows, func(r rollRow) string { return r.label })
+	add := table.Add
 	add("node provisioners", func(r rollRow) string { return fmt.Sprint(r.nodes) })
 	stream := func(name string, w func(r rollRow) window) {
 		add(name+": new claim to PV, p50 / p99", func(r rollRow) string {
@@ -168,15 +159,7 @@ func renderRoll(title string, rows []rollRow) string {
 	add("stream errors", func(r rollRow) string { return fmt.Sprint(len(r.errs)) })
 	add("the stack's run", func(r rollRow) string { return secs(r.wallclock) })
 
-	var b strings.Builder
-	fmt.Fprintf(&b, "\n### %s\n\n", title)
-	for i, line := range lines {
-		b.WriteString("| " + strings.Join(line, " | ") + " |\n")
-		if i == 0 {
-			b.WriteString("|" + strings.Repeat("---|", len(line)) + "\n")
-		}
-	}
-	return b.String()
+	return "\n### " + title + "\n\n" + table.Markdown()
 }
 
 // figures are a row's figures for benchout, sizes in bytes and times in

@@ -175,7 +175,7 @@ func measure(t *testing.T, c *cluster.Cluster, bc clients, p pair, n int, label,
 	}
 	lat, total, err := createAndWait(t, bc.config, n, func(i int) *corev1.PersistentVolumeClaim { return claim(i, class) }, podOf, after)
 	r := row{label: label, n: n, total: total, upstream: p.upstream, floor: p.floor, qps: p.qps}
-	r.apiRSS, r.etcdRSS = pidRSS(apiPID), pidRSS(etcdPID)
+	r.apiRSS, r.etcdRSS = benchkit.ReadMem(apiPID).HWM, benchkit.ReadMem(etcdPID).HWM
 	r.cpu = benchkit.CPUUse(cpuBefore, benchkit.ReadCPU(pids), n)
 	stopProfile()
 	requestsAfter := apiRequests(t, c)
@@ -417,18 +417,5 @@ func peakRSS(p *cluster.Process) int64 {
 	if p == nil {
 		return 0
 	}
-	return pidRSS(p.Pid())
-}
-
-// pidRSS is a process's VmHWM, 0 if it cannot be read.
-func pidRSS(pid int) int64 {
-	if pid == 0 {
-		return 0
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	rss, _ := bench.ParseVmHWM(string(data))
-	return rss
+	return benchkit.ReadMem(p.Pid()).HWM
 }
