@@ -78,16 +78,7 @@ func rollStack(t *testing.T, e *env, label string, rs rollSettings) rollRow {
 	r := rollRow{nodes: s.nodes}
 	path := provisionerPath(t, e, label)
 	pods := startDrivers(t, e, label)
-	defer func() {
-		var wg sync.WaitGroup
-		for _, p := range pods {
-			if p.proc != nil {
-				wg.Go(func() { p.proc.Stop(10 * time.Second) })
-			}
-			wg.Go(func() { p.driver.Stop(10 * time.Second) })
-		}
-		wg.Wait()
-	}()
+	defer stopPods(pods)
 	for _, p := range pods {
 		startProvisioner(t, e, label, path, p)
 	}

@@ -86,16 +86,7 @@ func runStack(t *testing.T, e *env, label string) row {
 	before := e.apiMetrics(t)
 
 	start := func(p *prov) { startProvisioner(t, e, label, path, p) }
-	stopAll := func() {
-		var wg sync.WaitGroup
-		for _, p := range pods {
-			if p.proc != nil {
-				wg.Go(func() { p.proc.Stop(10 * time.Second) })
-			}
-			wg.Go(func() { p.driver.Stop(10 * time.Second) })
-		}
-		wg.Wait()
-	}
+	stopAll := func() { stopPods(pods) }
 	defer stopAll()
 
 	// The first alone: its peak memory says how many fit (the others
@@ -216,6 +207,33 @@ func runStack(t *testing.T, e *env, label string) row {
 			mib(r.logBytes), kindsText(r.errorKinds))
 	}
 	return r
+}
+
+// stopPods stops every provisioner and driver, all at once.
+func stopPods(pods []*prov) {
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		if p.proc != nil {
+			wg.Go(func() { p.proc.Stop(10 * time.Second) })
+		}
+		wg.Go(func() { p.driver.Stop(10 * time.Second) })
+	}
+	wg.Wait()
+}
+
+// wffcClaim is a new claim of the bench's WaitForFirstConsumer class once
+// the scheduler picked node for it: the selected node and the binder's
+// storage-provisioner annotations set.
+func wffcClaim(name, node string, labels map[string]string) *corev1.PersistentVolumeClaim {
+	class, fs := className, corev1.PersistentVolumeFilesystem
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels,
+			Annotations: map[string]string{annSelectedNode: node,
+				storagehelpers.AnnStorageProvisioner: driverName, storagehelpers.AnnBetaStorageProvisioner: driverName}},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &class, VolumeMode: &fs,
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+	}
 }
 
 // provisionerPath is the provisioner binary a stack runs.
@@ -485,22 +503,12 @@ func newClaims(t *testing.T, e *env, label string, pods []*prov, perNode int) (n
 		}
 	}()
 
-	class := className
-	fs := corev1.PersistentVolumeFilesystem
 	if err := parallel(ctx, 32, len(names), func(i int) error {
 		name := names[i]
 		mu.Lock()
 		node := claims[name].node
 		mu.Unlock()
-		c := &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
-				Labels: map[string]string{"app.kubernetes.io/name": "new", "app.kubernetes.io/instance": "new-" + node},
-				Annotations: map[string]string{annSelectedNode: node,
-					storagehelpers.AnnStorageProvisioner: driverName, storagehelpers.AnnBetaStorageProvisioner: driverName}},
-			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &class, VolumeMode: &fs,
-				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
-		}
+		c := wffcClaim(name, node, map[string]string{"app.kubernetes.io/name": "new", "app.kubernetes.io/instance": "new-" + node})
 		at := time.Now()
 		mu.Lock()
 		claims[name].created = at

@@ -9,13 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
-	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/tether-csi/tether/test/bench"
 )
@@ -145,16 +143,7 @@ func (st *stream) makeClaim(node string, probe bool) string {
 	c := &streamClaim{node: node, probe: probe, created: time.Now()}
 	st.claims[name] = c
 	st.mu.Unlock()
-	class, fs := className, corev1.PersistentVolumeFilesystem
-	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
-			Labels: map[string]string{"app.kubernetes.io/name": "roll"},
-			Annotations: map[string]string{annSelectedNode: node,
-				storagehelpers.AnnStorageProvisioner: driverName, storagehelpers.AnnBetaStorageProvisioner: driverName}},
-		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &class, VolumeMode: &fs,
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
-	}
+	claim := wffcClaim(name, node, map[string]string{"app.kubernetes.io/name": "roll"})
 	if _, err := st.e.admin.CoreV1().PersistentVolumeClaims(namespace).Create(st.ctx, claim, metav1.CreateOptions{}); err != nil {
 		st.fail("creating %s: %v", name, err)
 	}
