@@ -131,7 +131,7 @@ bench-nodes: tools ## node-deployment mode at scale: 100,000 claims Bound on 100
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 150m -v -run '^TestBenchNodes$$' ./test/benchnodes/
 
 .PHONY: bench-roll
-bench-roll: tools ## a driver's DaemonSet rolled at fleet scale: the cluster of bench-nodes (100,000 claims Bound on 100 nodes), BENCH_NODES node provisioners (7: as many as fit for EP) restarted all at once, then one at a time, while BENCH_ROLL_RATE new claims a second (5) come and go; tether's then EP v6.4.0's: time until every node serves again, the stream's time to PV and to gone before, during and after each roll, peak and at-rest RSS, the API server's and etcd's CPU and memory (BENCH_N, BENCH_NODES, BENCH_CLUSTER_NODES, BENCH_ROLL_RATE, BENCH_ROLL_LIFE, BENCH_ROLL_WINDOW, BENCH_ONLY, BENCH_BASE, BENCH_TIMEOUT)
+bench-roll: tools ## a driver's DaemonSet rolled at fleet scale: the cluster of bench-nodes (100,000 claims Bound on 100 nodes), BENCH_NODES node provisioners (7: as many as fit for EP) restarted all at once, then one at a time, while BENCH_ROLL_RATE new claims a second (5) come and go; tether's then EP v6.4.0's: time until every node serves again, the stream's time to PV and to gone before, during and after each roll, peak and at-rest RSS, the API server's and etcd's CPU and memory (BENCH_N, BENCH_NODES, BENCH_CLUSTER_NODES, BENCH_ROLL_RATE, BENCH_ROLL_LIFE, BENCH_ROLL_WINDOW, BENCH_ONLY, BENCH_BASE, BENCH_MEMORY_LIMIT_MIB: tether's provisioners each in a memory cgroup of that limit, as a container's, BENCH_TIMEOUT)
 	TETHER_BENCH=1 $(GO) test -count=1 -timeout 240m -v -run '^TestBenchRoll$$' ./test/benchnodes/
 
 .PHONY: bench-slowdriver

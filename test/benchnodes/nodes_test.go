@@ -53,6 +53,9 @@ type settings struct {
 	timeout      time.Duration
 	only         string
 	base         string // a git ref whose provisioner runs first, as "base"
+	// memLimitMiB, when set, runs tether's provisioners (not EP's) each in
+	// a memory cgroup of that limit, as a container's memory limit would.
+	memLimitMiB int
 }
 
 // env is the invocation's cluster, shared by the stacks.
@@ -174,6 +177,7 @@ func readSettings(t *testing.T, nodes int) settings {
 		timeout:      benchkit.Duration(t, "BENCH_TIMEOUT", 30*time.Minute),
 		only:         os.Getenv("BENCH_ONLY"),
 		base:         os.Getenv("BENCH_BASE"),
+		memLimitMiB:  benchkit.Int(t, "BENCH_MEMORY_LIMIT_MIB", 0, true),
 	}
 	if s.nodes > s.clusterNodes {
 		t.Fatalf("BENCH_NODES=%d is more than BENCH_CLUSTER_NODES=%d", s.nodes, s.clusterNodes)

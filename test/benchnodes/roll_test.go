@@ -46,7 +46,7 @@ func TestBenchRoll(t *testing.T) {
 		r.label, r.wallclock = label, time.Since(started)
 		rows = append(rows, r)
 		path, err := benchout.Write(benchout.Run{Bench: "roll", Label: label, Started: started,
-			Settings: map[string]any{"base": s.base, "claims": s.n, "nodes": s.nodes, "cluster_nodes": s.clusterNodes,
+			Settings: map[string]any{"base": s.base, "memory_limit_mib": s.memLimitMiB, "claims": s.n, "nodes": s.nodes, "cluster_nodes": s.clusterNodes,
 				"rate": rs.rate, "life_seconds": rs.life.Seconds(), "window_seconds": rs.window.Seconds(), "setup_seconds": setup.Seconds()},
 			Figures: r.figures()})
 		if err != nil {
@@ -62,6 +62,9 @@ func TestBenchRoll(t *testing.T) {
 	}
 	if s.base != "" {
 		cmd += " BENCH_BASE=" + s.base
+	}
+	if s.memLimitMiB > 0 {
+		cmd += fmt.Sprintf(" BENCH_MEMORY_LIMIT_MIB=%d", s.memLimitMiB)
 	}
 	title := fmt.Sprintf("driver roll: %d claims Bound on %d nodes, %d node-mode provisioners (%d claims each), a stream of %g new claims a second",
 		s.n, s.clusterNodes, s.nodes, s.n/s.clusterNodes, rs.rate)

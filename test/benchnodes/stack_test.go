@@ -288,6 +288,11 @@ func startProvisioner(t *testing.T, e *env, label, path string, p *prov) {
 		}
 		return
 	}
+	if e.s.memLimitMiB > 0 && label != "ep" {
+		// A cgroup of its own for the process and its restarts, removed
+		// when the test ends.
+		path, args = cluster.InCgroup(cluster.MemoryCgroup(t, int64(e.s.memLimitMiB)<<20), path, args...)
+	}
 	p.proc = e.c.Run(t, cluster.ProcessOptions{Name: label + "-provisioner-" + p.node, Path: path, Args: args,
 		Env: []string{"NODE_NAME=" + p.node, "NAMESPACE=" + namespace}})
 }
