@@ -9,7 +9,8 @@ package version
 // grpcnotrace leaves out gRPC's request tracing (golang.org/x/net/trace and
 // its /debug/requests pages, which tether never serves). Its html/template
 // calls methods by reflection, and a binary that may do so keeps every
-// exported method of every type it holds: for the provisioner, every API
-// group of client-go's clientset. Without it the provisioner is 36 MB
-// rather than 57, and each node's provisioner maps that much less.
+// exported method of every type it holds (for the provisioner, the typed
+// clients of every API group of client-go among them). Without it the
+// provisioner is 36 MB rather than 57, and each node's provisioner maps that
+// much less.
 const BuildTags = "grpcnotrace"
