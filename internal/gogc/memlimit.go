@@ -19,8 +19,8 @@ const MemoryRatio = 0.9
 // memory limit may be resized in place (Kubernetes 1.35).
 const MemoryRefresh = time.Minute
 
-// MemoryLimit sets the runtime's soft memory limit to MemoryRatio of the
-// limit limit reports (memlimit.FromCgroup: the container's
+// MemoryLimit sets the runtime's soft memory limit to MemoryRatio of what
+// limit reports (memlimit.FromCgroup: the container's
 // resources.limits.memory), and keeps it so until ctx ends, unless the
 // environment sets GOMEMLIMIT (or AUTOMEMLIMIT=off, or another ratio in
 // AUTOMEMLIMIT). Near its limit a process then collects more often rather
