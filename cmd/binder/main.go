@@ -1,10 +1,3 @@
-// Command binder is tether's persistent-volume binder: it binds claims to
-// volumes in place of kube-controller-manager's persistentvolume-binder-controller.
-//
-// Exit status: 0 when stopped by a signal, and after --help (printed on
-// stdout) or --version; 2 for a bad setting (a flag or an argument), found
-// by checkOptions before --version prints and before any connection; 1 for
-// a failure once started.
 package main
 
 import (

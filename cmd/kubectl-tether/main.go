@@ -1,19 +1,3 @@
-// Command kubectl-tether is a kubectl plugin (kubectl tether ...). Its
-// command, why, says why a PersistentVolumeClaim is in its state: the cause
-// and what to do first, which binder runs, the volumes the binder passes
-// over and why, and the provisioning path; with --all-pending, a table of
-// every claim that waits, with its cause, in one namespace or (-A, as in
-// kubectl) in every namespace. It prints text, or JSON or YAML of the same
-// structs (-o). It only reads (get and list), and says what it could not
-// read. It takes kubectl's cluster flags (--kubeconfig, --context, --server,
-// --token, --as, ...: flags.go, from k8s.io/cli-runtime). Its command
-// hand-back (handback.go) runs tether's provisioner with --hand-back in a
-// driver's pod, for the switch back to EP.
-//
-// Exit status of why: 0 Bound, 1 not Bound, 2 cannot tell; 2 also for bad
-// arguments, as a bad setting in every tether program (internal/cli), said
-// before anything is read. Help asked for (-h, --help, help, and after
-// version or why) is printed on stdout with status 0.
 package main
 
 import (

@@ -1,10 +1,3 @@
-// Command provisioner is tether's CSI external-provisioner sidecar.
-//
-// Exit status: 0 when stopped by a signal, and after --help (printed on
-// stdout) or --version; 2 for a bad setting (a flag, an argument, or the
-// environment a flag needs), found by checkOptions before --version prints
-// and before any connection; 1 for a failure once started; 3 when
-// --hand-back leaves claims with the in-flight record.
 package main
 
 import (

@@ -1,10 +1,3 @@
-// Package release makes tether's container images and release bundle on a
-// machine with no container engine and no registry: static binaries in
-// reproducible OCI images (go-containerregistry), one OCI archive per
-// component and platform, and the bundle of `make release`. sbom.go
-// writes each image's SPDX SBOM from its binaries' build info,
-// provenance.go the release's in-toto provenance, and verify.go checks
-// both against SHA256SUMS and the archives.
 package release
 
 import (

@@ -1,5 +1,3 @@
-// Package version is the one version of a tether build, printed by every
-// binary's --version and logged at start-up.
 package version
 
 import "runtime/debug"

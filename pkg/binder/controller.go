@@ -1,11 +1,3 @@
-// Package binder is tether's persistent-volume binder: it binds claims to
-// volumes as kube-controller-manager's persistentvolume-binder-controller
-// does, with several workers and an index instead of one worker and a scan.
-//
-// The decisions are pure functions (DecideClaim, DecideVolume, Index.Reserve);
-// the Writer applies them; the Controller feeds them from informers. The
-// informers' transform also tells another PV binder's writes
-// (ForeignBinderWrite, foreign.go) and says so (foreign_notice.go).
 package binder
 
 import (

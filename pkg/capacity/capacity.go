@@ -1,8 +1,3 @@
-// Package capacity publishes storage.k8s.io/v1 CSIStorageCapacity objects:
-// for every topology segment and every StorageClass of the driver, what
-// the driver's GetCapacity says is free there. kube-scheduler reads them
-// (with storageCapacity: true on the CSIDriver) and places no pod where its
-// volume cannot fit.
 package capacity
 
 import (

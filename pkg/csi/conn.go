@@ -1,7 +1,3 @@
-// Package csi is the provisioner's connection to a CSI driver over a unix
-// socket: it waits for the driver to be ready, learns its name and
-// capabilities, and makes the controller calls with a per-call timeout.
-// Every call is timed into EP's csi_sidecar_operations_seconds histogram.
 package csi
 
 import (

@@ -1,8 +1,3 @@
-// Package explain says why a PersistentVolumeClaim is in the state it is
-// in, from the objects around it: objects in, an Explanation out, no API
-// calls. The volume matching is the binder's own (binder.ParseClaim,
-// binder.Reject, the binder's Index and binder.DecideClaim), so the answer
-// is what the binder itself would do with the same objects.
 package explain
 
 import (

@@ -1,12 +1,3 @@
-// Package inflight names the record that tether's provisioner keeps on a
-// claim while a backend volume may exist for it that no PV tracks yet, and
-// says when that record may go. The binder reads it too: when it binds a
-// claim to the PV provisioned for it, it drops the record in the same
-// write, which saves the provisioner a write of its own. It also holds the
-// one other protocol between the two programs, the claim-version relay
-// (RelayClaimVersion, ClaimBehindVolume): the version of the claim a
-// provisioned PV was made for, which tells the binder when its cache can
-// bind it.
 package inflight
 
 import (

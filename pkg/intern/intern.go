@@ -1,14 +1,3 @@
-// Package intern shares, between the objects a controller caches, the
-// values that many of them hold alike: the capacity and request lists,
-// access modes, labels, annotations, finalizers, node affinities, CSI
-// attributes and the short strings (namespace, class, driver). At 100,000
-// claims of one size in one class every claim then points at the same few
-// maps instead of carrying its own: a ResourceList of one entry is about
-// 600 bytes, a claim's whole share of a controller's memory a few KiB.
-//
-// Sharing is safe because nothing changes a cached object in place (the
-// informers' rule, which tether keeps: it writes from deep copies). It
-// changes no object's content: a shared object is written back as it was.
 package intern
 
 import (

@@ -1,9 +1,3 @@
-// Package migration says which in-tree volume plugins are migrated to which
-// CSI driver, and what that means for claims and volumes, as
-// kube-controller-manager and external-provisioner read it. The plugin
-// names and the translations come from k8s.io/csi-translation-lib; in
-// Kubernetes 1.36 migration is on for every plugin it knows (the feature
-// gates are locked), so "migratable" and "migrated" are the same here.
 package migration
 
 import (

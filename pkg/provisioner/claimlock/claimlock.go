@@ -1,9 +1,3 @@
-// Package claimlock serialises the work on one claim across the
-// provisioner's actors: Provision, the in-flight record's reconciler, the
-// release of a PV's finalizer and the orphan sweep each hold a claim's lock
-// (by its UID) while they call the driver or write the claim's record, so
-// that a CreateVolume and the clean-up of the same volume never interleave.
-// One Set is made at start and given to each actor's constructor.
 package claimlock
 
 import "sync"

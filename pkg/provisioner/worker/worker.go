@@ -1,6 +1,3 @@
-// Package worker runs the provisioner's reconcilers: each keeps a rate
-// limited work queue of keys, and Run's workers hand every key to the
-// reconciler's step until the context ends.
 package worker
 
 import (
