@@ -35,17 +35,23 @@ const outliveFactor = 30
 
 // outliving holds, per volume (by name for CreateVolume, by ID for
 // DeleteVolume), the call that outlived its caller's timeout, until a
-// caller takes its answer.
+// caller takes its answer. An answer a caller waits for is handed over
+// and forgotten at once: only an answer nobody waited for is held.
 type outliving[Resp any] struct {
 	mu    sync.Mutex
 	calls map[string]*outlivingCall[Resp]
+	held  int            // answers nobody waited for, kept for a later caller
+	work  sync.WaitGroup // the calls at work in the driver
 }
 
 type outlivingCall[Resp any] struct {
-	req  proto.Message
-	done chan struct{} // closed when the driver answered
-	resp Resp
-	err  error
+	req      proto.Message
+	done     chan struct{} // closed when the driver answered
+	resp     Resp
+	err      error
+	waiting  int  // callers waiting for the answer; under outliving.mu
+	answered bool // done is closed; under outliving.mu
+	held     bool // counted in outliving.held; under outliving.mu
 }
 
 // call makes call(req) for key, or joins the one at work for key with an
@@ -78,39 +84,72 @@ func (o *outliving[Resp]) call(ctx context.Context, key string, req proto.Messag
 		// Not cancelled with the caller: the driver's work goes on, and
 		// so does the call. The caller's values (its logger) stay.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outliveFactor*timeout)
+		o.work.Add(1)
 		go func() {
+			defer o.work.Done()
 			defer cancel()
 			c.resp, c.err = call(cctx)
 			close(c.done)
 			o.mu.Lock()
-			if o.calls[key] == c {
-				// Nobody took the answer yet: kept for a caller that comes
-				// later, then dropped.
-				time.AfterFunc(outliveFactor*timeout, func() { o.take(key, c) })
-			}
+			c.answered = true
+			o.holdUnclaimed(key, c, timeout)
 			o.mu.Unlock()
 		}()
 	}
+	c.waiting++
 	o.mu.Unlock()
 
 	wait := time.NewTimer(timeout)
 	defer wait.Stop()
 	select {
 	case <-c.done:
-		o.take(key, c)
+		o.mu.Lock()
+		c.waiting--
+		o.forget(key, c)
+		o.mu.Unlock()
 		return c.resp, c.err
 	case <-wait.C:
+		o.leave(key, c, timeout)
 		return zero, status.Errorf(codes.DeadlineExceeded, "the driver has not answered within %s; the call goes on, and the next one for %s waits for its answer", timeout, key)
 	case <-ctx.Done():
+		o.leave(key, c, timeout)
 		return zero, status.FromContextError(ctx.Err()).Err()
 	}
 }
 
-// take forgets c, if it is still key's call.
-func (o *outliving[Resp]) take(key string, c *outlivingCall[Resp]) {
+// leave is a caller's who stops waiting for c's answer without taking it.
+func (o *outliving[Resp]) leave(key string, c *outlivingCall[Resp], timeout time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	c.waiting--
+	if c.answered {
+		o.holdUnclaimed(key, c, timeout)
+	}
+}
+
+// holdUnclaimed keeps c's answer, once it has come and if no caller waits
+// for it, for a caller that comes within outliveFactor x timeout, then
+// forgets it. o.mu is held.
+func (o *outliving[Resp]) holdUnclaimed(key string, c *outlivingCall[Resp], timeout time.Duration) {
+	if c.waiting > 0 || c.held || o.calls[key] != c {
+		return
+	}
+	c.held = true
+	o.held++
+	time.AfterFunc(outliveFactor*timeout, func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.forget(key, c)
+	})
+}
+
+// forget drops c, if it is still key's call. o.mu is held.
+func (o *outliving[Resp]) forget(key string, c *outlivingCall[Resp]) {
 	if o.calls[key] == c {
 		delete(o.calls, key)
+	}
+	if c.held {
+		c.held = false
+		o.held--
 	}
 }
