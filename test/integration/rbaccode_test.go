@@ -59,8 +59,8 @@ import (
 //     leader election), a typedcorev1.EventSinkImpl is create and patch of
 //     events (client-go's event recorder);
 //   - anything that reaches the API server another way (a RESTClient, a
-//     dynamic or metadata client, a hand-made ListWatch) fails the test:
-//     teach it here before using one.
+//     dynamic or metadata client, a hand-made ListWatch) fails the test
+//     unless taught here (taught) what the function using it requests.
 //
 // A package is counted for each command that imports it. Resources and
 // their scope come from the API server's discovery (the snapshot CRDs
@@ -312,10 +312,17 @@ var knownFuncs = map[string][]cluster.APIRequest{
 	"k8s.io/client-go/rest.UnversionedRESTClientFor":              nil,
 }
 
-// taught are the requests made through a client of knownFuncs that this
-// analysis cannot follow, by the tether function that makes it and the
-// constructor.
+// taught are the requests made through a client of knownFuncs, or a
+// typed client's RESTClient, that this analysis cannot follow, by the
+// tether function that makes it and the constructor (or "RESTClient").
 var taught = map[string][]cluster.APIRequest{
+	// The scoped informers read their listings' pages through the core
+	// group's REST client (scope.StreamPages): lists of claims and PVs
+	// across the cluster, the same as their typed clients' List.
+	"pkg/provisioner/scope.restClient: RESTClient": {
+		{Verb: "list", Resource: "persistentvolumeclaims", Namespaced: true},
+		{Verb: "list", Resource: "persistentvolumes"},
+	},
 	// The owner lookup of --capacity-ownerref-level reads the pod and,
 	// at level 2, its controller: for a Deployment's pod, its ReplicaSet
 	// (external-provisioner's RBAC grants the same two). A higher level,
@@ -411,6 +418,12 @@ func (a *analysis) method(pos token.Pos, fn *types.Func) {
 	pkg, typeName := named.Obj().Pkg().Path(), named.Obj().Name()
 	if m := typedClientPkg.FindStringSubmatch(pkg); m != nil {
 		if fn.Name() == "RESTClient" {
+			if reqs := taught[a.fn+": RESTClient"]; reqs != nil {
+				for _, r := range reqs {
+					a.add(pos, r, "")
+				}
+				return
+			}
 			a.add(pos, cluster.APIRequest{}, "a RESTClient reaches the API server in a way TestRBACCoversCode cannot follow: teach it")
 			return
 		}

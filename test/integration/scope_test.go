@@ -9,10 +9,15 @@ import (
 	"strconv"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/tether-csi/tether/pkg/provisioner/scope"
 	"github.com/tether-csi/tether/test/cluster"
 )
 
@@ -102,6 +107,57 @@ func TestProvisionerCachesWhatItAnswersFor(t *testing.T) {
 	for i := range others {
 		if pvc := getClaim(t, cs, fmt.Sprintf("other-%d", i)); pvc.Spec.VolumeName != "" || len(pvc.Finalizers) > 1 {
 			t.Errorf("claim %s of another driver: volume %q, finalizers %v; want untouched", pvc.Name, pvc.Spec.VolumeName, pvc.Finalizers)
+		}
+	}
+}
+
+// TestScopeStreamsPages: on a real API server, a scoped listing in pages
+// (here of 10) reads every page, one object at a time, in protobuf: the
+// claims it keeps come whole, and Seen holds every claim's volume name.
+func TestScopeStreamsPages(t *testing.T) {
+	const claims = 25
+	c := cluster.Start(t, cluster.Options{})
+	pvcs := c.Client.CoreV1().PersistentVolumeClaims("default")
+	var uids []types.UID
+	for i := range claims {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("page-%02d", i)},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		if i%10 == 3 {
+			pvc.Annotations = map[string]string{"volume.kubernetes.io/storage-provisioner": scopeDriver}
+		}
+		created, err := pvcs.Create(t.Context(), pvc, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids = append(uids, created.UID)
+	}
+	k := scope.Scope{Driver: scopeDriver}.ClaimKeeper(func(uid string) string { return "pvc-" + uid })
+	var streamed int
+	pages := scope.StreamPages[corev1.PersistentVolumeClaim](c.Client.CoreV1().RESTClient(), "persistentvolumeclaims")
+	lw := &scope.ListerWatcher{Keeper: k, PageSize: 10,
+		ListPage: func(ctx context.Context, o metav1.ListOptions, each func(runtime.Object)) (metav1.ListMeta, error) {
+			streamed++
+			return pages(ctx, o, each)
+		},
+		NewList: func() runtime.Object { return &corev1.PersistentVolumeClaimList{} },
+		Empty:   func() runtime.Object { return &corev1.PersistentVolumeClaim{} }}
+	out, err := lw.ListWithContext(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := out.(*corev1.PersistentVolumeClaimList)
+	if streamed != 3 || len(list.Items) != 3 || list.ResourceVersion == "" {
+		t.Fatalf("%d pages, %d claims kept, resourceVersion %q: want 3 pages, 3 claims and a version", streamed, len(list.Items), list.ResourceVersion)
+	}
+	for _, pvc := range list.Items {
+		if pvc.Spec.Resources.Requests.Storage().String() != "1Gi" || pvc.Annotations["volume.kubernetes.io/storage-provisioner"] != scopeDriver {
+			t.Errorf("claim %s not whole: %+v", pvc.Name, pvc)
+		}
+	}
+	for _, uid := range uids {
+		if !k.Seen().Has("pvc-" + string(uid)) {
+			t.Errorf("Seen misses the claim %s", uid)
 		}
 	}
 }

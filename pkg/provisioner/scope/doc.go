@@ -22,6 +22,9 @@
 //   - watch.go: ListerWatcher, a resource's list and watch through a
 //     Keeper: listings a page at a time, what is kept passed on, a
 //     deletion for what is no longer kept, a bookmark for what is skipped.
+//   - pages.go: PageReader, one page of a listing handed over an object at
+//     a time: StreamPages decodes the API server's protobuf as it arrives
+//     (so pages may be large), TypedPages reads a client's List whole.
 //   - relist.go: ListerWatcher.Relist (a new listing through the Keeper,
 //     asked for when the node's labels narrow, without a restart), and
 //     RelistBackoff, which spaces those listings.

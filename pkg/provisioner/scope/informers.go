@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -75,13 +76,20 @@ func (s Scope) VolumeKeeper() *Keeper {
 // with the namespace index the listers read.
 func ClaimInformer(client kubernetes.Interface, k *Keeper, transform cache.TransformFunc) cache.SharedIndexInformer {
 	claims := client.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll)
+	pages := TypedPages(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return claims.List(ctx, o) })
+	if rc, ok := restClient(client); ok {
+		pages = StreamPages[v1.PersistentVolumeClaim](rc, "persistentvolumeclaims")
+	}
 	lw := &ListerWatcher{
-		ListPage: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return claims.List(ctx, o) },
+		ListPage: pages,
 		WatchAll: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return claims.Watch(ctx, o)
 		},
-		Empty:  func() runtime.Object { return &v1.PersistentVolumeClaim{} },
-		Keeper: k,
+		NewList:   func() runtime.Object { return &v1.PersistentVolumeClaimList{} },
+		Empty:     func() runtime.Object { return &v1.PersistentVolumeClaim{} },
+		Keeper:    k,
+		Resource:  "persistentvolumeclaims",
+		Transform: transform,
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.PersistentVolumeClaim{}, cache.SharedIndexInformerOptions{
 		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
@@ -94,15 +102,30 @@ func ClaimInformer(client kubernetes.Interface, k *Keeper, transform cache.Trans
 // ListerWatcher (whose Relist makes it list again).
 func VolumeInformer(client kubernetes.Interface, k *Keeper, transform cache.TransformFunc) (cache.SharedIndexInformer, *ListerWatcher) {
 	pvs := client.CoreV1().PersistentVolumes()
+	pages := TypedPages(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pvs.List(ctx, o) })
+	if rc, ok := restClient(client); ok {
+		pages = StreamPages[v1.PersistentVolume](rc, "persistentvolumes")
+	}
 	lw := &ListerWatcher{
-		ListPage: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pvs.List(ctx, o) },
+		ListPage: pages,
 		WatchAll: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return pvs.Watch(ctx, o)
 		},
-		Empty:  func() runtime.Object { return &v1.PersistentVolume{} },
-		Keeper: k,
+		NewList:   func() runtime.Object { return &v1.PersistentVolumeList{} },
+		Empty:     func() runtime.Object { return &v1.PersistentVolume{} },
+		Keeper:    k,
+		Resource:  "persistentvolumes",
+		Transform: transform,
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.PersistentVolume{}, cache.SharedIndexInformerOptions{})
 	_ = inf.SetTransform(transform) // cannot fail before Run
 	return inf, lw
+}
+
+// restClient is the core group's REST client of client, through which
+// pages are read one object at a time (StreamPages); false for a client
+// without one (the fake clientset), whose pages are read whole.
+func restClient(client kubernetes.Interface) (rest.Interface, bool) {
+	rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
+	return rc, ok && rc != nil
 }

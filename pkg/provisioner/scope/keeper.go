@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -56,6 +57,7 @@ type Keeper struct {
 	// During a listing: what was kept before it, and what it keeps so far.
 	before, next map[string]types.UID
 	nextSeen     []uint64
+	nextObjs     int
 }
 
 // NewKeeper returns a Keeper that has seen nothing yet.
@@ -81,38 +83,67 @@ func (k *Keeper) Held() int {
 // keep each object. An object kept before stays kept if Stay says so (the
 // same UID under the same key).
 func (k *Keeper) Relist(objs []runtime.Object) []bool {
-	keep := k.relistPage(objs, true)
+	k.relistBegin()
+	keep := make([]bool, len(objs))
+	for i, obj := range objs {
+		keep[i] = k.relistOne(obj)
+	}
 	k.relistDone()
 	return keep
 }
 
-// relistPage takes one page of a listing (first: its first page) and
-// returns whether to keep each object. Until relistDone, Seen answers as
-// before the listing and Added, Modified and Deleted must not be called.
-func (k *Keeper) relistPage(objs []runtime.Object, first bool) []bool {
+// relistBegin starts a listing (anew, if one was under way): until
+// relistDone, Seen answers as before it, and Added, Modified and Deleted
+// must not be called.
+func (k *Keeper) relistBegin() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if first {
-		if k.next == nil {
-			k.before = k.held
-		}
-		k.next, k.nextSeen = map[string]types.UID{}, nil
+	if k.next == nil {
+		k.before = k.held
 	}
-	keep := make([]bool, len(objs))
-	for i, obj := range objs {
-		key, uid, ok := identity(obj)
-		if !ok {
-			continue
-		}
-		k.nextSeen = k.seen.hashes(k.nextSeen, k.names(obj))
-		if k.o.Observe != nil {
-			k.o.Observe(obj, false)
-		}
-		if k.o.Hold(obj) || (k.before[key] == uid && k.stay(obj)) {
-			k.next[key], keep[i] = uid, true
-		}
+	k.next, k.nextSeen, k.nextObjs = map[string]types.UID{}, nil, 0
+}
+
+// relistOne takes the next object of the listing and says whether to keep
+// it.
+func (k *Keeper) relistOne(obj runtime.Object) bool {
+	key, uid, ok := identity(obj)
+	if !ok {
+		return false
 	}
-	return keep
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.nextSeen = k.seen.hashes(k.nextSeen, k.names(obj))
+	k.nextObjs++
+	if k.o.Observe != nil {
+		k.o.Observe(obj, false)
+	}
+	if k.o.Hold(obj) || (k.before[key] == uid && k.stay(obj)) {
+		k.next[key] = uid
+		return true
+	}
+	return false
+}
+
+// listed is how many objects the listing under way has taken so far.
+func (k *Keeper) listed() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.nextObjs
+}
+
+// relistExpect says how many objects the whole listing holds, as its first
+// page tells: Seen's next hashes are sized for it once (as many names an
+// object as so far, and a little room for the objects created while the
+// listing runs) rather than grown, and copied, page after page.
+func (k *Keeper) relistExpect(total int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.nextObjs == 0 || total <= k.nextObjs {
+		return
+	}
+	want := len(k.nextSeen) * total / k.nextObjs
+	k.nextSeen = slices.Grow(k.nextSeen, want+want/64-len(k.nextSeen))
 }
 
 // relistDone ends a listing: what it kept is what the Keeper keeps, and

@@ -106,11 +106,12 @@ func TestKeeperRelist(t *testing.T) {
 func TestKeeperRelistInPagesKeepsSeenUntilDone(t *testing.T) {
 	k := claimKeeper()
 	k.Added(claim(nil, nil, "pv-1"))
-	k.relistPage([]runtime.Object{named(claim(nil, nil, ""), "d", "u2")}, true)
+	k.relistBegin()
+	k.relistOne(named(claim(nil, nil, ""), "d", "u2"))
 	if !k.Seen().Has("pvc-u1") {
 		t.Fatal("Seen lost a name in the middle of a listing")
 	}
-	k.relistPage([]runtime.Object{named(claim(nil, nil, ""), "e", "u3")}, false)
+	k.relistOne(named(claim(nil, nil, ""), "e", "u3"))
 	k.relistDone()
 	if k.Seen().Has("pvc-u1") || !k.Seen().Has("pvc-u2") || !k.Seen().Has("pvc-u3") {
 		t.Error("after the listing, Seen does not hold exactly its names")

@@ -119,7 +119,8 @@ func TestRelistListsAgainThroughTheKeeper(t *testing.T) {
 	later := pv(driver, nil, term("rack", v1.NodeSelectorOpIn, "r2"))
 	later.Status.Phase = v1.VolumeReleased
 	p := &labelledPVs{items: []v1.PersistentVolume{*later}}
-	lw := &ListerWatcher{ListPage: p.list, Keeper: s.VolumeKeeper(), Empty: func() runtime.Object { return &v1.PersistentVolume{} },
+	lw := &ListerWatcher{ListPage: TypedPages(p.list), Keeper: s.VolumeKeeper(), Empty: func() runtime.Object { return &v1.PersistentVolume{} },
+		NewList: func() runtime.Object { return &v1.PersistentVolumeList{} },
 		WatchAll: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
 			// Each watch carries an event (of a PV not kept): a watch that
 			// closed after it would be started again with no listing.

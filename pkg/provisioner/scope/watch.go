@@ -4,34 +4,50 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 )
 
-// PageSize is how many objects one page of a listing holds: a listing is
-// read a page at a time and only what is kept stays in memory.
-const PageSize = 500
+// PageSize is how many objects one page of a listing holds. A page is
+// read one object at a time (StreamPages), so its size costs the process
+// nothing; the API server's watch cache serves a listing in fewer, larger
+// pages with far less work (see StreamPages).
+const PageSize = 10000
 
 // ListerWatcher is a resource's lister and watcher through a Keeper: its
 // listings and watches carry only what the Keeper keeps (and a deletion
 // for what it stops keeping), so an informer built on it holds nothing
 // else. It lists in pages of PageSize at the API server's current state
 // (resourceVersion unset: from Kubernetes 1.34 the watch cache serves such
-// pages, where resourceVersion=0 would be answered whole), and never streams
-// its listings (watch-list), so that no page holds more than PageSize
-// objects.
+// pages, where resourceVersion=0 would be answered whole), takes each
+// page's objects one at a time as they are read, and never streams its
+// listings as a watch (watch-list: off by default in the API servers of
+// Kubernetes 1.33 on).
 type ListerWatcher struct {
 	// ListPage lists one page; WatchAll watches: the resource's own calls.
-	ListPage func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
+	ListPage PageReader
 	WatchAll func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-	// Empty returns a new object of the resource, for the bookmarks that
+	// NewList returns an empty list of the resource, for the listings it
+	// returns; Empty a new object of the resource, for the bookmarks that
 	// stand for the events the Keeper skips.
-	Empty  func() runtime.Object
-	Keeper *Keeper
+	NewList func() runtime.Object
+	Empty   func() runtime.Object
+	Keeper  *Keeper
+	// PageSize, if set, is the pages' size instead of PageSize.
+	PageSize int64
+	// Resource names the resource in the log line of each listing.
+	Resource string
+	// Transform, if set, is applied to each kept object as a listing reads
+	// it, so that a listing of many kept objects does not hold them
+	// untransformed until the informer takes the whole listing. It must
+	// be safe to apply twice: the informer applies its own again.
+	Transform cache.TransformFunc
 
 	// mu guards stale (a Relist no listing has served yet) and current
 	// (the last watch started).
@@ -60,50 +76,69 @@ func (lw *ListerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
 
 // ListWithContext lists every page and returns what the Keeper keeps, as one
 // listing at the first page's resourceVersion (every page of a listing is
-// read at that version).
+// read at that version). Each object is taken as it is read: what is kept
+// is held, the rest let go.
 func (lw *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	lw.listing()
-	opts.ResourceVersion, opts.ResourceVersionMatch, opts.Limit, opts.Continue = "", "", PageSize, ""
+	start := time.Now()
+	size := lw.PageSize
+	if size <= 0 {
+		size = PageSize
+	}
+	opts.ResourceVersion, opts.ResourceVersionMatch, opts.Limit, opts.Continue = "", "", size, ""
+	lw.Keeper.relistBegin()
 	var (
 		kept []runtime.Object
-		all  []runtime.Object
-		out  runtime.Object
+		rv   string
 	)
-	for {
-		page, err := lw.ListPage(ctx, opts)
-		if err != nil {
-			return nil, err
+	keep := func(obj runtime.Object) {
+		if !lw.Keeper.relistOne(obj) {
+			return
 		}
-		items, err := meta.ExtractList(page)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all[:0], items...)
-		keep := lw.Keeper.relistPage(all, out == nil)
-		for i, obj := range all {
-			if keep[i] {
-				// A copy: the page's other objects are not held by it.
-				kept = append(kept, obj.DeepCopyObject())
+		if lw.Transform != nil {
+			// On an error the object is kept as read: the informer's
+			// transform meets it again and reports it.
+			if t, err := lw.Transform(obj); err == nil {
+				if o, ok := t.(runtime.Object); ok {
+					obj = o
+				}
 			}
 		}
-		lm, err := meta.ListAccessor(page)
+		kept = append(kept, obj)
+	}
+	pages := 0
+	for first := true; ; first = false {
+		lm, err := lw.ListPage(ctx, opts, keep)
 		if err != nil {
 			return nil, err
 		}
-		if out == nil {
-			out = page
+		pages++
+		if first {
+			rv = lm.ResourceVersion
+			if rest := lm.RemainingItemCount; rest != nil && *rest > 0 {
+				lw.Keeper.relistExpect(lw.Keeper.listed() + int(*rest))
+			}
 		}
-		if opts.Continue = lm.GetContinue(); opts.Continue == "" {
+		if opts.Continue = lm.Continue; opts.Continue == "" {
 			break
 		}
 	}
+	listed := lw.Keeper.listed()
 	lw.Keeper.relistDone()
+	// A listing after the first is a watch that could not resume (or a
+	// Relist): worth a line, as it costs the API server and this process
+	// the whole resource again.
+	klog.FromContext(ctx).V(1).Info("Listed", "resource", lw.Resource, "listed", listed,
+		"kept", len(kept), "pages", pages, "resourceVersion", rv, "duration", time.Since(start).Round(time.Millisecond))
+	out := lw.NewList()
 	if err := meta.SetList(out, kept); err != nil {
 		return nil, err
 	}
-	lm, _ := meta.ListAccessor(out)
-	lm.SetContinue("")
-	lm.SetRemainingItemCount(nil)
+	lm, err := meta.ListAccessor(out)
+	if err != nil {
+		return nil, err
+	}
+	lm.SetResourceVersion(rv)
 	return out, nil
 }
 

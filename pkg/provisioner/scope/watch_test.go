@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // pagedClaims lists claims a page at a time, as the API server does with
@@ -22,6 +23,10 @@ type pagedClaims struct {
 	mu    sync.Mutex
 	items []v1.PersistentVolumeClaim
 	calls []metav1.ListOptions
+	// pages are the pages returned, as the lister holds them after.
+	pages []*v1.PersistentVolumeClaimList
+	// counted: the pages say how many objects follow them.
+	counted bool
 }
 
 func (p *pagedClaims) list(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -39,13 +44,22 @@ func (p *pagedClaims) list(_ context.Context, o metav1.ListOptions) (runtime.Obj
 	out.Items = append(out.Items, p.items[start:end]...)
 	if end < len(p.items) {
 		out.Continue = fmt.Sprint(end)
+		if p.counted {
+			out.RemainingItemCount = ptr.To(int64(len(p.items) - end))
+		}
 	}
+	p.pages = append(p.pages, out)
 	return out, nil
 }
 
+func newClaimList() runtime.Object { return &v1.PersistentVolumeClaimList{} }
+
+// testPage is the pages' size in the tests of listings.
+const testPage = 500
+
 func TestListerWatcherListsInPagesAndKeepsOurs(t *testing.T) {
 	p := &pagedClaims{}
-	for i := range 2*PageSize + 10 {
+	for i := range 2*testPage + 10 {
 		c := claim(nil, nil, "pv")
 		if i%100 == 0 {
 			c = claim(map[string]string{annSP: driver}, nil, "")
@@ -54,8 +68,8 @@ func TestListerWatcherListsInPagesAndKeepsOurs(t *testing.T) {
 		p.items = append(p.items, *c)
 	}
 	k := claimKeeper()
-	lw := &ListerWatcher{ListPage: p.list, Empty: func() runtime.Object { return &v1.PersistentVolumeClaim{} }, Keeper: k}
-	out, err := lw.List(metav1.ListOptions{ResourceVersion: "0", Limit: 500})
+	lw := &ListerWatcher{ListPage: TypedPages(p.list), NewList: newClaimList, Empty: func() runtime.Object { return &v1.PersistentVolumeClaim{} }, Keeper: k, PageSize: testPage}
+	out, err := lw.List(metav1.ListOptions{ResourceVersion: "0", Limit: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,11 +77,42 @@ func TestListerWatcherListsInPagesAndKeepsOurs(t *testing.T) {
 	if len(list.Items) != 11 || list.Continue != "" || list.ResourceVersion != "10" {
 		t.Errorf("listing: %d items, continue %q, rv %q; want 11, none, 10", len(list.Items), list.Continue, list.ResourceVersion)
 	}
-	if len(p.calls) != 3 || p.calls[0].ResourceVersion != "" || p.calls[0].Limit != PageSize {
-		t.Errorf("calls %+v: want 3 pages of %d from the current state", p.calls, PageSize)
+	if len(p.calls) != 3 || p.calls[0].ResourceVersion != "" || p.calls[0].Limit != testPage {
+		t.Errorf("calls %+v: want 3 pages of %d from the current state", p.calls, testPage)
 	}
-	if !k.Seen().Has("pvc-u1") || !k.Seen().Has(fmt.Sprint("pvc-u", 2*PageSize+9)) || k.Held() != 11 {
+	if !k.Seen().Has("pvc-u1") || !k.Seen().Has(fmt.Sprint("pvc-u", 2*testPage+9)) || k.Held() != 11 {
 		t.Errorf("Seen misses names, or held %d != 11", k.Held())
+	}
+}
+
+// TestListerWatcherSizesSeenOnce: a listing returns a list of its own that
+// holds only what is kept, and sizes Seen's hashes once from the first
+// page's count of the rest.
+func TestListerWatcherSizesSeenOnce(t *testing.T) {
+	p := &pagedClaims{counted: true}
+	for i := range 3*testPage + 7 {
+		c := claim(nil, nil, "pv")
+		if i == testPage+1 {
+			c = claim(map[string]string{annSP: driver}, nil, "")
+		}
+		c.Name, c.UID = fmt.Sprint("c", i), types.UID(fmt.Sprint("u", i))
+		p.items = append(p.items, *c)
+	}
+	k := claimKeeper()
+	lw := &ListerWatcher{ListPage: TypedPages(p.list), NewList: newClaimList, Empty: func() runtime.Object { return &v1.PersistentVolumeClaim{} }, Keeper: k, PageSize: testPage}
+	out, err := lw.List(metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.pages) != 4 || out == runtime.Object(p.pages[0]) {
+		t.Fatalf("%d pages; the listing is a page: %v; want 4, false", len(p.pages), out == runtime.Object(p.pages[0]))
+	}
+	if got := out.(*v1.PersistentVolumeClaimList).Items; len(got) != 1 || got[0].Name != fmt.Sprint("c", testPage+1) {
+		t.Errorf("the listing holds %d objects, want the one kept", len(got))
+	}
+	seen := k.Seen()
+	if n := len(p.items); len(seen.base) != n || cap(seen.base) > n+n/32 {
+		t.Errorf("Seen holds %d hashes in room for %d: want %d, sized once from the count", len(seen.base), cap(seen.base), n)
 	}
 }
 
@@ -80,7 +125,7 @@ func TestInformerThroughKeeper(t *testing.T) {
 	var watched []metav1.ListOptions
 	var mu sync.Mutex
 	k := claimKeeper()
-	lw := &ListerWatcher{ListPage: p.list, Keeper: k, Empty: func() runtime.Object { return &v1.PersistentVolumeClaim{} },
+	lw := &ListerWatcher{ListPage: TypedPages(p.list), NewList: newClaimList, Keeper: k, Empty: func() runtime.Object { return &v1.PersistentVolumeClaim{} },
 		WatchAll: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -137,5 +182,41 @@ func TestInformerThroughKeeper(t *testing.T) {
 	defer mu.Unlock()
 	if len(watched) == 0 || (watched[0].SendInitialEvents != nil && *watched[0].SendInitialEvents) {
 		t.Errorf("watch options %+v: want a plain watch after a listing", watched)
+	}
+}
+
+// TestListerWatcherTransformsWhatItKeeps: a listing applies Transform to
+// each object it keeps as it reads it, and to nothing it lets go.
+func TestListerWatcherTransformsWhatItKeeps(t *testing.T) {
+	p := &pagedClaims{}
+	for i := range testPage + 5 {
+		c := claim(nil, nil, "pv")
+		if i%3 == 0 {
+			c = claim(map[string]string{annSP: driver}, nil, "")
+		}
+		c.Name, c.UID = fmt.Sprint("c", i), types.UID(fmt.Sprint("u", i))
+		c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+		p.items = append(p.items, *c)
+	}
+	transformed := 0
+	lw := &ListerWatcher{ListPage: TypedPages(p.list), NewList: newClaimList, Empty: func() runtime.Object { return &v1.PersistentVolumeClaim{} },
+		Keeper: claimKeeper(), PageSize: testPage, Transform: func(obj any) (any, error) {
+			transformed++
+			obj.(*v1.PersistentVolumeClaim).ManagedFields = nil
+			return obj, nil
+		}}
+	out, err := lw.List(metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := out.(*v1.PersistentVolumeClaimList)
+	want := (testPage + 5 + 2) / 3
+	if len(list.Items) != want || transformed != want {
+		t.Fatalf("kept %d, transformed %d; want %d of each", len(list.Items), transformed, want)
+	}
+	for _, c := range list.Items {
+		if c.ManagedFields != nil {
+			t.Errorf("%s kept untransformed", c.Name)
+		}
 	}
 }
