@@ -1,10 +1,19 @@
 package benchkit
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 func TestParseStatus(t *testing.T) {
@@ -141,5 +150,26 @@ func TestColumns(t *testing.T) {
 	}
 	if got, want := c.Aligned(), "figure  tether  ep      \ntime    1.5 s   12.0 s  \n"; got != want {
 		t.Errorf("Aligned:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestPeakHeapProfile: the profile of a process (here the test's own) is
+// saved at the first reading and stays once stopped.
+func TestPeakHeapProfile(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/heap", pprof.Index)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "p", "peak.heap.pprof")
+	stop := PeakHeapProfile(path, strings.TrimPrefix(srv.URL, "http://"), os.Getpid(), time.Hour)
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		fi, err := os.Stat(path)
+		return err == nil && fi.Size() > 0, nil
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatalf("no profile at %s", path)
 	}
 }

@@ -8,6 +8,7 @@
 //   - mem.go: a process's memory (VmRSS, VmHWM, RssAnon, RssFile) and the
 //     machine's available memory.
 //   - cpu.go: CPU ticks of the machine and of processes.
+//   - heap.go: heap profiles from a process's pprof, once or at its peak.
 //   - metrics.go: sums of a Prometheus text exposition's samples.
 //   - stats.go: percentiles, medians, sizes in MiB.
 package benchkit

@@ -53,9 +53,18 @@ type settings struct {
 	timeout      time.Duration
 	only         string
 	base         string // a git ref whose provisioner runs first, as "base"
+	// baseAfter runs base after tether rather than before it
+	// (BENCH_BASE_AFTER=1): the order's own effect on the API server
+	// shows as the difference between the two orders.
+	baseAfter bool
 	// memLimitMiB, when set, runs tether's provisioners (not EP's) each in
 	// a memory cgroup of that limit, as a container's memory limit would.
 	memLimitMiB int
+	// pprof, when set, is a folder for CPU profiles of the API server and
+	// of the first node's provisioner over the first pprofSeconds of the
+	// whole-fleet roll (bench-roll).
+	pprof        string
+	pprofSeconds int
 }
 
 // env is the invocation's cluster, shared by the stacks.
@@ -91,7 +100,7 @@ func TestBenchNodes(t *testing.T) {
 		r.wallclock = time.Since(started)
 		rows = append(rows, r)
 		path, err := benchout.Write(benchout.Run{Bench: "nodes", Label: label, Started: started,
-			Settings: map[string]any{"base": s.base, "claims": s.n, "nodes": s.nodes, "cluster_nodes": s.clusterNodes, "new_per_node": s.fresh,
+			Settings: map[string]any{"base": s.base, "base_after": s.baseAfter, "claims": s.n, "nodes": s.nodes, "cluster_nodes": s.clusterNodes, "new_per_node": s.fresh,
 				"churn": s.churn, "qps": s.qps, "setup_seconds": setup.Seconds()},
 			Figures: figures(r)})
 		if err != nil {
@@ -109,6 +118,9 @@ func TestBenchNodes(t *testing.T) {
 	}
 	if s.base != "" {
 		cmd += " BENCH_BASE=" + s.base
+		if s.baseAfter {
+			cmd += " BENCH_BASE_AFTER=1"
+		}
 	}
 	title := fmt.Sprintf("node-deployment mode: %d claims Bound on %d nodes, %d node-mode provisioners (%d claims each), %d new claims per node, %d label updates",
 		s.n, s.clusterNodes, s.nodes, s.n/s.clusterNodes, s.fresh, s.churn)
@@ -177,7 +189,10 @@ func readSettings(t *testing.T, nodes int) settings {
 		timeout:      benchkit.Duration(t, "BENCH_TIMEOUT", 30*time.Minute),
 		only:         os.Getenv("BENCH_ONLY"),
 		base:         os.Getenv("BENCH_BASE"),
+		baseAfter:    os.Getenv("BENCH_BASE_AFTER") == "1",
 		memLimitMiB:  benchkit.Int(t, "BENCH_MEMORY_LIMIT_MIB", 0, true),
+		pprof:        os.Getenv("BENCH_PPROF"),
+		pprofSeconds: benchkit.Int(t, "BENCH_PPROF_SECONDS", 30, false),
 	}
 	if s.nodes > s.clusterNodes {
 		t.Fatalf("BENCH_NODES=%d is more than BENCH_CLUSTER_NODES=%d", s.nodes, s.clusterNodes)
@@ -186,7 +201,8 @@ func readSettings(t *testing.T, nodes int) settings {
 }
 
 // stackLabels are the stacks to run, in order: base (BENCH_BASE), tether,
-// ep, as BENCH_ONLY narrows them.
+// ep, as BENCH_ONLY narrows them; base just after tether with
+// BENCH_BASE_AFTER.
 func stackLabels(t *testing.T, s settings) []string {
 	labels := []string{"tether", "ep"}
 	if s.only != "" {
@@ -197,7 +213,11 @@ func stackLabels(t *testing.T, s settings) []string {
 	}
 	if s.base != "" && labels[0] == "tether" {
 		// Before and after in one invocation, on the same cluster.
-		labels = append([]string{"base"}, labels...)
+		if s.baseAfter {
+			labels = append([]string{"tether", "base"}, labels[1:]...)
+		} else {
+			labels = append([]string{"base"}, labels...)
+		}
 	}
 	return labels
 }

@@ -267,3 +267,22 @@ func TestRender(t *testing.T) {
 		}
 	}
 }
+
+func TestStackLabels(t *testing.T) {
+	for _, c := range []struct {
+		s    settings
+		want string
+	}{
+		{settings{}, "tether,ep"},
+		{settings{only: "ep"}, "ep"},
+		{settings{only: "ep", base: "v1"}, "ep"},
+		{settings{base: "v1"}, "base,tether,ep"},
+		{settings{base: "v1", only: "tether"}, "base,tether"},
+		{settings{base: "v1", only: "tether", baseAfter: true}, "tether,base"},
+		{settings{base: "v1", baseAfter: true}, "tether,base,ep"},
+	} {
+		if got := strings.Join(stackLabels(t, c.s), ","); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.s, got, c.want)
+		}
+	}
+}

@@ -46,7 +46,7 @@ func TestBenchRoll(t *testing.T) {
 		r.label, r.wallclock = label, time.Since(started)
 		rows = append(rows, r)
 		path, err := benchout.Write(benchout.Run{Bench: "roll", Label: label, Started: started,
-			Settings: map[string]any{"base": s.base, "memory_limit_mib": s.memLimitMiB, "claims": s.n, "nodes": s.nodes, "cluster_nodes": s.clusterNodes,
+			Settings: map[string]any{"base": s.base, "base_after": s.baseAfter, "memory_limit_mib": s.memLimitMiB, "claims": s.n, "nodes": s.nodes, "cluster_nodes": s.clusterNodes,
 				"rate": rs.rate, "life_seconds": rs.life.Seconds(), "window_seconds": rs.window.Seconds(), "setup_seconds": setup.Seconds()},
 			Figures: r.figures()})
 		if err != nil {
@@ -62,6 +62,9 @@ func TestBenchRoll(t *testing.T) {
 	}
 	if s.base != "" {
 		cmd += " BENCH_BASE=" + s.base
+		if s.baseAfter {
+			cmd += " BENCH_BASE_AFTER=1"
+		}
 	}
 	if s.memLimitMiB > 0 {
 		cmd += fmt.Sprintf(" BENCH_MEMORY_LIMIT_MIB=%d", s.memLimitMiB)
@@ -161,6 +164,11 @@ func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov,
 		for i, p := range pods {
 			startProvisioner(t, e, label, path, p)
 			probes[i] = st.Probe(p.node)
+		}
+		if e.s.pprof != "" {
+			// The API server serving the fleet's listings, and one of them.
+			profiled := map[string]string{"provisioner-" + pods[0].node: pods[0].metrics}
+			defer e.c.CPUProfiles(t, e.s.pprof, label+"-roll-all", e.s.pprofSeconds, profiled)()
 		}
 		for i := range pods {
 			wait(i)

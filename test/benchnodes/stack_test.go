@@ -281,6 +281,9 @@ func startProvisioner(t *testing.T, e *env, label, path string, p *prov) {
 	if e.s.qps > 0 {
 		args = append(args, fmt.Sprintf("--kube-api-qps=%d", e.s.qps), fmt.Sprintf("--kube-api-burst=%d", 2*e.s.qps))
 	}
+	if e.s.pprof != "" {
+		args = append(args, "--enable-pprof") // tether's and EP's flag
+	}
 	p.started, p.syncedAt = time.Now(), time.Time{}
 	if p.proc != nil {
 		if err := p.proc.Start(); err != nil {

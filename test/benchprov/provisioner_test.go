@@ -165,7 +165,9 @@ func cpuPIDs(p pair, apiPID, etcdPID int, binder, prov *cluster.Process) map[str
 // measure creates the claims (and pods), waits for them, and makes the row.
 func measure(t *testing.T, c *cluster.Cluster, bc clients, p pair, n int, label, class string, podOf func(int) *corev1.Pod, binder, prov *cluster.Process) row {
 	before := apiRequests(t, c)
-	stopProfile := profileAPIServer(t, c, label)
+	profLabel := fmt.Sprintf("%s.%d", label, n) // a round's profiles apart from the next size's
+	stopHeap := peakHeapProfile(t, profLabel, prov)
+	stopProfile := profileAPIServer(t, c, profLabel)
 	apiPID, etcdPID := c.ControlPlanePIDs()
 	pids := cpuPIDs(p, apiPID, etcdPID, binder, prov)
 	cpuBefore := benchkit.ReadCPU(pids)
@@ -178,6 +180,7 @@ func measure(t *testing.T, c *cluster.Cluster, bc clients, p pair, n int, label,
 	r.apiRSS, r.etcdRSS = benchkit.ReadMem(apiPID).HWM, benchkit.ReadMem(etcdPID).HWM
 	r.cpu = benchkit.CPUUse(cpuBefore, benchkit.ReadCPU(pids), n)
 	stopProfile()
+	stopHeap()
 	requestsAfter := apiRequests(t, c)
 	r.requests = bench.RequestsPerClaim(before, requestsAfter, n) + eventsByReason(t, c, n)
 	r.apiRequests = bench.PerClaim(before, requestsAfter, n)
@@ -188,7 +191,26 @@ func measure(t *testing.T, c *cluster.Cluster, bc clients, p pair, n int, label,
 	}
 	r.p50, r.p99 = benchkit.Percentile(lat, 50), benchkit.Percentile(lat, 99)
 	r.binderRSS, r.provRSS = peakRSS(binder), peakRSS(prov)
+	logListsAndWatches(t, c, label)
 	return r
+}
+
+// logListsAndWatches logs each client's lists and watches of claims and PVs
+// over the run: a watch started again where one would do is one the API
+// server closed (too slow, or its time was up), a list after the first
+// one a watch that could not resume.
+func logListsAndWatches(t *testing.T, c *cluster.Cluster, label string) {
+	counts, err := c.StorageListsAndWatches()
+	if err != nil {
+		t.Logf("%s: lists and watches: %v", label, err)
+		return
+	}
+	keys := slices.Sorted(maps.Keys(counts))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
+	}
+	t.Logf("%s: lists and watches of claims and PVs, by client: %s", label, strings.Join(parts, "; "))
 }
 
 // startPair starts a binder and a provisioner (and the mock driver).
@@ -366,8 +388,8 @@ func createAndWait(t *testing.T, config *rest.Config, n int, claimOf func(int) *
 
 // profileAPIServer, with BENCH_PPROF set to a folder, records CPU profiles
 // of the API server and of the running pair's components from now for
-// profileSeconds, into <folder>/<label>.<name>.pprof; the returned func
-// waits for them.
+// profileSeconds, into <folder>/<label>.<name>.pprof (the label with the
+// round's claim count); the returned func waits for them.
 func profileAPIServer(t *testing.T, c *cluster.Cluster, label string) func() {
 	dir := os.Getenv("BENCH_PPROF")
 	if dir == "" {
@@ -376,6 +398,24 @@ func profileAPIServer(t *testing.T, c *cluster.Cluster, label string) func() {
 	wait := c.CPUProfiles(t, dir, label, profileSeconds, maps.Clone(profiled))
 	clear(profiled)
 	return wait
+}
+
+// peakHeapProfile, with BENCH_PPROF, keeps the heap profile of tether's
+// provisioner nearest its peak RSS over the run, in
+// <folder>/<label>.provisioner.peak.heap.pprof (the label with the
+// round's claim count): what its bytes per claim
+// are made of.
+func peakHeapProfile(t *testing.T, label string, prov *cluster.Process) (stop func()) {
+	dir, addr := os.Getenv("BENCH_PPROF"), profiled["provisioner"]
+	if dir == "" || addr == "" || prov == nil {
+		return func() {}
+	}
+	done := benchkit.PeakHeapProfile(filepath.Join(dir, label+".provisioner.peak.heap.pprof"), addr, prov.Pid(), 2*time.Second)
+	return func() {
+		if err := done(); err != nil {
+			t.Logf("heap profile of the provisioner: %v", err)
+		}
+	}
 }
 
 // profileSeconds is how long BENCH_PPROF profiles: at least one run.
