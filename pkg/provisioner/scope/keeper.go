@@ -58,6 +58,10 @@ type Keeper struct {
 	before, next map[string]types.UID
 	nextSeen     []uint64
 	nextObjs     int
+	// told, while a listing runs behind the watch (Behind): the keys the
+	// watch has told of since the listing's resourceVersion, whose
+	// versions are newer than the listing's. nil otherwise.
+	told map[string]struct{}
 }
 
 // NewKeeper returns a Keeper that has seen nothing yet.
@@ -92,12 +96,13 @@ func (k *Keeper) Relist(objs []runtime.Object) []bool {
 	return keep
 }
 
-// relistBegin starts a listing (anew, if one was under way): until
-// relistDone, Seen answers as before it, and Added, Modified and Deleted
-// must not be called.
+// relistBegin starts a listing (anew, if one was under way, or in place
+// of one behind the watch): until relistDone, Seen answers as before it,
+// and Added, Modified and Deleted must not be called.
 func (k *Keeper) relistBegin() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.told = nil
 	if k.next == nil {
 		k.before = k.held
 	}
@@ -156,6 +161,64 @@ func (k *Keeper) relistDone() {
 	k.nextSeen = nil
 }
 
+// Behind starts a listing that runs behind the watch, in place of what
+// the Keeper kept: the watch from the listing's resourceVersion goes on
+// through Added, Modified and Deleted, and the listing's objects come
+// through Backfill as they are read, in the order the two arrive; CaughtUp
+// ends it. Until then Seen is open (Has answers true), so that no reader
+// takes a name for free that the listing has not reached yet. A listing
+// through Relist or relistBegin replaces it.
+func (k *Keeper) Behind() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.held, k.before, k.next = map[string]types.UID{}, nil, nil
+	k.told, k.nextSeen, k.nextObjs = map[string]struct{}{}, nil, 0
+	k.seen.openUp()
+}
+
+// Backfill takes the next object of the listing behind the watch, as it
+// was at the listing's resourceVersion, and says whether the cache is to
+// add it (Keep) or not (Skip): not if the watch has told of its key since,
+// as its word is newer, nor if no listing is behind.
+func (k *Keeper) Backfill(obj runtime.Object) Action {
+	key, uid, ok := identity(obj)
+	if !ok {
+		return Skip
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.told == nil {
+		return Skip
+	}
+	k.nextSeen = k.seen.hashes(k.nextSeen, k.names(obj))
+	k.nextObjs++
+	if _, newer := k.told[key]; newer {
+		return Skip
+	}
+	if k.o.Observe != nil {
+		k.o.Observe(obj, false)
+	}
+	if k.o.Hold(obj) {
+		k.held[key] = uid
+		return Keep
+	}
+	return Skip
+}
+
+// CaughtUp ends the listing behind the watch: every object of it has come
+// through Backfill, and Seen holds every name again. It does nothing when
+// no listing is behind.
+func (k *Keeper) CaughtUp() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.told == nil {
+		return
+	}
+	k.told = nil
+	k.seen.settle(k.nextSeen)
+	k.nextSeen = nil
+}
+
 // Added takes a new object (created since the listing).
 func (k *Keeper) Added(obj runtime.Object) Action { return k.observe(obj, true) }
 
@@ -169,6 +232,9 @@ func (k *Keeper) observe(obj runtime.Object, added bool) Action {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.told != nil {
+		k.told[key] = struct{}{}
+	}
 	if added {
 		k.seen.add(k.names(obj), +1)
 	}
@@ -195,6 +261,9 @@ func (k *Keeper) Deleted(obj runtime.Object) Action {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.told != nil {
+		k.told[key] = struct{}{}
+	}
 	k.seen.add(k.names(obj), -1)
 	if k.o.Observe != nil {
 		k.o.Observe(obj, true)

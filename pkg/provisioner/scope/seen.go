@@ -15,12 +15,19 @@ import (
 // The hashes of the last listing are a sorted slice, 8 bytes a name (a
 // map took about 28); the changes since are counted in a map, folded into
 // the slice once they grow past an eighth of it.
+//
+// While a listing runs behind the watch (Keeper.Behind), Seen is open: it
+// does not know yet what existed at the listing's resourceVersion, so Has
+// answers true for every name (a reader then keeps the volume, or asks
+// the API server), and the watch's changes are counted from zero, a
+// deletion below it, until the listing settles them.
 type Seen struct {
 	mu    sync.RWMutex
 	seed  maphash.Seed
 	base  []uint64         // sorted; a hash added n times is there n times
 	delta map[uint64]int32 // added minus removed since base was made
 	n     int
+	open  bool
 }
 
 // NewSeen returns an empty Seen.
@@ -36,7 +43,15 @@ func (s *Seen) Has(name string) bool {
 	h := maphash.String(s.seed, name)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.count(h) > 0
+	return s.open || s.count(h) > 0
+}
+
+// Complete reports whether Seen holds the name of every object: false
+// while a listing runs behind the watch.
+func (s *Seen) Complete() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return !s.open
 }
 
 // count is how many times h is held; s.mu is held.
@@ -66,7 +81,7 @@ func (s *Seen) add(names []string, delta int) {
 			continue
 		}
 		h := maphash.String(s.seed, name)
-		if delta < 0 && s.count(h) == 0 {
+		if delta < 0 && !s.open && s.count(h) == 0 {
 			continue // removed more often than added: nothing to remove
 		}
 		switch d := s.delta[h] + int32(delta); d {
@@ -77,7 +92,7 @@ func (s *Seen) add(names []string, delta int) {
 		}
 		s.n += delta
 	}
-	if len(s.delta) > len(s.base)/8+1024 {
+	if !s.open && len(s.delta) > len(s.base)/8+1024 {
 		s.fold()
 	}
 }
@@ -85,7 +100,7 @@ func (s *Seen) add(names []string, delta int) {
 // fold makes base hold every hash as many times as it is counted, and
 // empties delta; s.mu is held.
 func (s *Seen) fold() {
-	next := make([]uint64, 0, s.n)
+	next := make([]uint64, 0, max(s.n, 0))
 	for i := 0; i < len(s.base); {
 		h, j := s.base[i], i
 		for j < len(s.base) && s.base[j] == h {
@@ -125,5 +140,35 @@ func (s *Seen) replace(hashes []uint64) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.base, s.delta, s.n = hashes, map[uint64]int32{}, len(hashes)
+	s.base, s.delta, s.n, s.open = hashes, map[uint64]int32{}, len(hashes), false
+}
+
+// openUp empties s and opens it: a listing runs behind the watch, whose
+// changes are counted from now on.
+func (s *Seen) openUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.base, s.delta, s.n, s.open = nil, map[uint64]int32{}, 0, true
+}
+
+// settle closes an open s: hashes (made by hashes, in any order) are what
+// existed at the listing's resourceVersion, and the changes counted since
+// apply on top of them.
+func (s *Seen) settle(hashes []uint64) {
+	slices.Sort(hashes)
+	if cap(hashes) > len(hashes)+len(hashes)/8 {
+		hashes = slices.Clone(hashes)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.base, s.n, s.open = hashes, len(hashes), false
+	for h, d := range s.delta {
+		if d == 0 {
+			delete(s.delta, h)
+		}
+		s.n += int(d)
+	}
+	if len(s.delta) > len(s.base)/8+1024 {
+		s.fold()
+	}
 }
