@@ -1,13 +1,19 @@
 package scope
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 )
 
 // TestKeeperBehind: a listing behind the watch keeps what the watch has
@@ -195,5 +201,146 @@ func TestKeeperBehindAnyInterleaving(t *testing.T) {
 		if k.Seen().Len() != len(current) || k.Held() != len(cache) {
 			t.Fatalf("seed %d: Seen.Len %d for %d claims, Held %d for a cache of %d", seed, k.Seen().Len(), len(current), k.Held(), len(cache))
 		}
+	}
+}
+
+// behindInformer runs a real informer on a ListerWatcher with Behind set,
+// over the claims of p and the watches it hands out (one fake watch each,
+// sent on watches).
+func behindInformer(t *testing.T, p *pagedClaims) (cache.SharedIndexInformer, *Keeper, chan *watch.FakeWatcher, context.Context) {
+	t.Helper()
+	k := claimKeeper()
+	watches := make(chan *watch.FakeWatcher, 10)
+	lw := &ListerWatcher{ListPage: TypedPages(p.list), NewList: newClaimList, Keeper: k, Behind: true, PageSize: testPage,
+		Empty: func() runtime.Object { return &v1.PersistentVolumeClaim{} },
+		WatchAll: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			fw := watch.NewFakeWithChanSize(10, false)
+			watches <- fw
+			return fw, nil
+		}}
+	inf := cache.NewSharedIndexInformer(lw, &v1.PersistentVolumeClaim{}, 0, cache.Indexers{})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go inf.RunWithContext(ctx)
+	return inf, k, watches, ctx
+}
+
+func manyClaims(n int, ours func(i int) bool) []v1.PersistentVolumeClaim {
+	var out []v1.PersistentVolumeClaim
+	for i := range n {
+		c := claim(nil, nil, "pv")
+		if ours(i) {
+			c = claim(map[string]string{annSP: driver}, nil, "")
+		}
+		c.Name, c.UID, c.ResourceVersion = fmt.Sprint("c", i), types.UID(fmt.Sprint("u", i)), "9"
+		out = append(out, *c)
+	}
+	return out
+}
+
+func poll(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// TestInformerListsBehindTheWatch: the informer syncs on the first page;
+// the watch's events are served while the rest is read; the listing's
+// objects the watch told of since are left at the watch's word; once it
+// has caught up the store holds every claim of ours at its latest
+// version, Seen every name, and the reflector the watch's resourceVersion.
+func TestInformerListsBehindTheWatch(t *testing.T) {
+	n := FirstPage + 2*testPage + 10
+	p := &pagedClaims{hold: make(chan struct{}), items: manyClaims(n, func(i int) bool { return i%50 == 0 })}
+	inf, k, watches, ctx := behindInformer(t, p)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("no sync")
+	}
+	if got := len(inf.GetStore().ListKeys()); got != FirstPage/50 || k.Seen().Complete() {
+		t.Fatalf("synced with %d claims, Seen complete %v: want the first page's %d, and Seen open", got, k.Seen().Complete(), FirstPage/50)
+	}
+	fw := <-watches
+	// While the rest waits: a claim of ours in the second page bound
+	// (no longer ours), one deleted, a new one of ours.
+	bound := p.items[FirstPage+50].DeepCopy()
+	bound.Spec.VolumeName, bound.ResourceVersion = "pv-x", "11"
+	fw.Modify(bound)
+	gone := p.items[FirstPage+100].DeepCopy()
+	gone.ResourceVersion = "12"
+	fw.Delete(gone)
+	fresh := named(claim(map[string]string{annSP: driver}, nil, ""), "new", "u-new")
+	fresh.ResourceVersion = "13"
+	fw.Add(fresh)
+	poll(ctx, t, "the new claim", func() bool { _, ok, _ := inf.GetStore().GetByKey("ns/new"); return ok })
+	close(p.hold)
+	poll(ctx, t, "the listing to catch up", func() bool { return k.Seen().Complete() })
+	want := map[string]bool{"ns/new": true}
+	for i := 0; i < n; i += 50 {
+		want[fmt.Sprint("ns/c", i)] = i != FirstPage+50 && i != FirstPage+100
+	}
+	poll(ctx, t, "the store", func() bool {
+		keys := inf.GetStore().ListKeys()
+		if len(keys) != len(want)-2 {
+			return false
+		}
+		for _, key := range keys {
+			if !want[key] {
+				return false
+			}
+		}
+		return inf.LastSyncResourceVersion() == "13"
+	})
+	for name, has := range map[string]bool{"pvc-u1": true, fmt.Sprint("pvc-u", n-1): true, "pvc-u-new": true,
+		fmt.Sprint("pvc-u", FirstPage+100): false, fmt.Sprint("pvc-u", FirstPage+50): true, "pvc-u-none": false} {
+		if k.Seen().Has(name) != has {
+			t.Errorf("Seen.Has(%s) = %v, want %v", name, !has, has)
+		}
+	}
+	if k.Seen().Len() != n {
+		t.Errorf("Seen holds %d names, want %d", k.Seen().Len(), n)
+	}
+}
+
+// TestListingBehindCutShortListsWhole: a page of the listing behind the
+// watch that fails, or a watch that ends before the listing caught up,
+// makes the reflector list anew, whole: the store and Seen end complete.
+func TestListingBehindCutShortListsWhole(t *testing.T) {
+	for _, how := range []string{"a page fails", "the watch ends"} {
+		t.Run(how, func(t *testing.T) {
+			n := FirstPage + testPage + 10
+			p := &pagedClaims{hold: make(chan struct{}), items: manyClaims(n, func(i int) bool { return i%50 == 0 })}
+			inf, k, watches, ctx := behindInformer(t, p)
+			if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+				t.Fatal("no sync")
+			}
+			fw := <-watches
+			switch how {
+			case "a page fails":
+				p.mu.Lock()
+				p.failNext = fmt.Errorf("connection reset")
+				p.mu.Unlock()
+			case "the watch ends":
+				fw.Stop()
+			}
+			close(p.hold)
+			poll(ctx, t, "a whole listing", func() bool {
+				return k.Seen().Complete() && len(inf.GetStore().ListKeys()) == (n+49)/50
+			})
+			if k.Seen().Len() != n {
+				t.Errorf("Seen holds %d names, want %d", k.Seen().Len(), n)
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			firsts := 0
+			for _, c := range p.calls {
+				if c.Continue == "" {
+					firsts++
+				}
+			}
+			if firsts != 2 {
+				t.Errorf("%d listings started, want 2: the one behind the watch, then one whole (calls %+v)", firsts, p.calls)
+			}
+		})
 	}
 }

@@ -72,9 +72,20 @@ func (s Scope) VolumeKeeper() *Keeper {
 	})
 }
 
+// InformerOptions are what a claim or PV informer is built with, besides
+// its client and its Keeper.
+type InformerOptions struct {
+	// Transform is the informer's transform, which its listings apply too
+	// (ListerWatcher.Transform).
+	Transform cache.TransformFunc
+	// Behind makes its first listing one behind the watch
+	// (ListerWatcher.Behind).
+	Behind bool
+}
+
 // ClaimInformer is an informer of the claims k keeps, across namespaces,
 // with the namespace index the listers read.
-func ClaimInformer(client kubernetes.Interface, k *Keeper, transform cache.TransformFunc) cache.SharedIndexInformer {
+func ClaimInformer(client kubernetes.Interface, k *Keeper, o InformerOptions) cache.SharedIndexInformer {
 	claims := client.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll)
 	pages := TypedPages(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return claims.List(ctx, o) })
 	if rc, ok := restClient(client); ok {
@@ -89,18 +100,19 @@ func ClaimInformer(client kubernetes.Interface, k *Keeper, transform cache.Trans
 		Empty:     func() runtime.Object { return &v1.PersistentVolumeClaim{} },
 		Keeper:    k,
 		Resource:  "persistentvolumeclaims",
-		Transform: transform,
+		Transform: o.Transform,
+		Behind:    o.Behind,
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.PersistentVolumeClaim{}, cache.SharedIndexInformerOptions{
 		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})
-	_ = inf.SetTransform(transform) // cannot fail before Run
+	_ = inf.SetTransform(o.Transform) // cannot fail before Run
 	return inf
 }
 
 // VolumeInformer is an informer of the PVs k keeps, and its
 // ListerWatcher (whose Relist makes it list again).
-func VolumeInformer(client kubernetes.Interface, k *Keeper, transform cache.TransformFunc) (cache.SharedIndexInformer, *ListerWatcher) {
+func VolumeInformer(client kubernetes.Interface, k *Keeper, o InformerOptions) (cache.SharedIndexInformer, *ListerWatcher) {
 	pvs := client.CoreV1().PersistentVolumes()
 	pages := TypedPages(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pvs.List(ctx, o) })
 	if rc, ok := restClient(client); ok {
@@ -115,10 +127,11 @@ func VolumeInformer(client kubernetes.Interface, k *Keeper, transform cache.Tran
 		Empty:     func() runtime.Object { return &v1.PersistentVolume{} },
 		Keeper:    k,
 		Resource:  "persistentvolumes",
-		Transform: transform,
+		Transform: o.Transform,
+		Behind:    o.Behind,
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.PersistentVolume{}, cache.SharedIndexInformerOptions{})
-	_ = inf.SetTransform(transform) // cannot fail before Run
+	_ = inf.SetTransform(o.Transform) // cannot fail before Run
 	return inf, lw
 }
 

@@ -1,11 +1,13 @@
 package scope
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -28,16 +30,28 @@ func (lw *ListerWatcher) Relist() {
 	}
 }
 
-// listing records that a listing starts: it serves every Relist before it.
+// listing records that a whole listing starts: it serves every Relist
+// before it, and replaces a listing behind the watch that no watch has
+// taken up yet.
 func (lw *ListerWatcher) listing() {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	lw.stale = false
+	lw.stale, lw.listed, lw.rest = false, true, nil
+	lw.gen++
 }
 
-// watching wraps a new watch so that Relist can end it.
-func (lw *ListerWatcher) watching(w watch.Interface) watch.Interface {
-	kw := newKeptWatch(w, lw.filter)
+// watching wraps a new watch so that Relist can end it, and hands it the
+// rest of a listing behind the watch, if one waits.
+func (lw *ListerWatcher) watching(ctx context.Context, w watch.Interface) watch.Interface {
+	lw.mu.Lock()
+	r, gen := lw.rest, lw.gen
+	lw.rest = nil
+	lw.mu.Unlock()
+	var b *behindRead
+	if r != nil {
+		b = lw.readBehind(ctx, r)
+	}
+	kw := newKeptWatch(ctx, w, lw.filter, b, func() { lw.cut(gen) })
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	lw.current = kw
@@ -45,6 +59,17 @@ func (lw *ListerWatcher) watching(w watch.Interface) watch.Interface {
 		kw.expire()
 	}
 	return kw
+}
+
+// cut records that a watch ended before the listing behind it caught up:
+// unless a whole listing started since, the next watch ends at once, so
+// that the reflector lists anew, whole.
+func (lw *ListerWatcher) cut(gen int) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if lw.gen == gen {
+		lw.stale = true
+	}
 }
 
 // expired is the event that ends a watch for Relist.
@@ -59,17 +84,24 @@ func expired() watch.Event {
 // ends with an Expired error event when expire is called. Once it has
 // passed that event or was stopped it calls the filter no more, so the
 // Keeper is never told of a watch event during the listing that follows.
+// With a listing behind it (behind), it passes the listing's objects the
+// Keeper keeps as added, in between the watch's events; if it ends before
+// the listing caught up, it calls cut.
 type keptWatch struct {
+	ctx    context.Context
 	src    watch.Interface
 	filter func(watch.Event) (watch.Event, bool)
+	behind *behindRead
+	cut    func()
 	result chan watch.Event
 	stop   chan struct{}
 	ended  chan struct{}
 	once   struct{ stop, ended sync.Once }
 }
 
-func newKeptWatch(src watch.Interface, filter func(watch.Event) (watch.Event, bool)) *keptWatch {
-	w := &keptWatch{src: src, filter: filter, result: make(chan watch.Event), stop: make(chan struct{}), ended: make(chan struct{})}
+func newKeptWatch(ctx context.Context, src watch.Interface, filter func(watch.Event) (watch.Event, bool), behind *behindRead, cut func()) *keptWatch {
+	w := &keptWatch{ctx: ctx, src: src, filter: filter, behind: behind, cut: cut,
+		result: make(chan watch.Event), stop: make(chan struct{}), ended: make(chan struct{})}
 	go w.run()
 	return w
 }
@@ -84,14 +116,42 @@ func (w *keptWatch) expire() { w.once.ended.Do(func() { close(w.ended) }) }
 func (w *keptWatch) run() {
 	defer close(w.result)
 	defer w.src.Stop()
+	var items <-chan runtime.Object
+	if w.behind != nil {
+		items = w.behind.items
+		defer w.behind.cancel()
+		defer func() {
+			if items != nil && w.cut != nil {
+				w.cut()
+			}
+		}()
+	}
 	for {
-		var ev watch.Event
+		var (
+			ev     watch.Event
+			listed runtime.Object
+		)
 		select {
 		case <-w.stop:
 			return
 		case <-w.ended:
 			w.send(expired())
 			return
+		case obj, ok := <-items:
+			if !ok {
+				items = nil
+				end := w.behind.done(w.ctx)
+				if end.Type == watch.Error {
+					w.cut()
+					w.send(end)
+					return
+				}
+				if !w.pass(end) {
+					return
+				}
+				continue
+			}
+			listed = obj
 		case e, ok := <-w.src.ResultChan():
 			if !ok {
 				return
@@ -103,18 +163,35 @@ func (w *keptWatch) run() {
 			w.send(expired())
 			return
 		}
-		out, pass := w.filter(ev)
-		if !pass {
-			continue
+		var (
+			out  watch.Event
+			pass bool
+		)
+		if listed != nil {
+			out, pass = w.behind.backfill(listed)
+		} else {
+			out, pass = w.filter(ev)
+			if w.behind != nil && pass {
+				w.behind.note(ev)
+			}
 		}
-		select {
-		case w.result <- out:
-		case <-w.stop:
-			return
-		case <-w.ended:
-			w.send(expired())
+		if pass && !w.pass(out) {
 			return
 		}
+	}
+}
+
+// pass hands an event to the reader; false once the watch ends meanwhile
+// (after the Expired event, when expire was called).
+func (w *keptWatch) pass(ev watch.Event) bool {
+	select {
+	case w.result <- ev:
+		return true
+	case <-w.stop:
+		return false
+	case <-w.ended:
+		w.send(expired())
+		return false
 	}
 }
 

@@ -50,7 +50,7 @@ func TestRelistBackoff(t *testing.T) {
 
 func TestKeptWatchExpires(t *testing.T) {
 	src := watch.NewFakeWithChanSize(1, false)
-	w := newKeptWatch(src, func(ev watch.Event) (watch.Event, bool) { return ev, true })
+	w := newKeptWatch(context.Background(), src, func(ev watch.Event) (watch.Event, bool) { return ev, true }, nil, nil)
 	src.Add(&v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "a"}})
 	if ev := <-w.ResultChan(); ev.Type != watch.Added {
 		t.Fatalf("first event %v, want the source's Added", ev.Type)

@@ -39,8 +39,10 @@ type ListerWatcher struct {
 	NewList func() runtime.Object
 	Empty   func() runtime.Object
 	Keeper  *Keeper
-	// PageSize, if set, is the pages' size instead of PageSize.
-	PageSize int64
+	// PageSize, if set, is the pages' size instead of PageSize;
+	// FirstPageSize, the first page's of a listing behind the watch
+	// instead of FirstPage.
+	PageSize, FirstPageSize int64
 	// Resource names the resource in the log line of each listing.
 	Resource string
 	// Transform, if set, is applied to each kept object as a listing reads
@@ -48,12 +50,26 @@ type ListerWatcher struct {
 	// untransformed until the informer takes the whole listing. It must
 	// be safe to apply twice: the informer applies its own again.
 	Transform cache.TransformFunc
+	// Behind, if set, makes the first listing one behind the watch
+	// (Keeper.Behind): List returns its first page (FirstPage objects) at
+	// once, so the informer syncs on it, and the watch that follows reads
+	// the rest of its pages at the same resourceVersion, handing each
+	// object to the Keeper's Backfill in between its own events, and those
+	// kept to the informer as added. Until it has caught up the Keeper's
+	// Seen is open. A watch that ends before that, or a page that fails,
+	// makes the reflector list anew, whole. Later listings are whole.
+	Behind bool
 
-	// mu guards stale (a Relist no listing has served yet) and current
-	// (the last watch started).
+	// mu guards stale (a Relist no listing has served yet), current (the
+	// last watch started), listed (a listing was served), rest (the rest
+	// of a listing behind the watch, for the next watch to read) and gen
+	// (the count of listings started).
 	mu      sync.Mutex
 	stale   bool
 	current *keptWatch
+	listed  bool
+	rest    *restOfListing
+	gen     int
 }
 
 var (
@@ -79,6 +95,9 @@ func (lw *ListerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
 // read at that version). Each object is taken as it is read: what is kept
 // is held, the rest let go.
 func (lw *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	if lw.Behind && !lw.listedOnce() {
+		return lw.listFirstPage(ctx, opts)
+	}
 	lw.listing()
 	start := time.Now()
 	size := lw.PageSize
@@ -92,19 +111,9 @@ func (lw *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOp
 		rv   string
 	)
 	keep := func(obj runtime.Object) {
-		if !lw.Keeper.relistOne(obj) {
-			return
+		if lw.Keeper.relistOne(obj) {
+			kept = append(kept, lw.transform(obj))
 		}
-		if lw.Transform != nil {
-			// On an error the object is kept as read: the informer's
-			// transform meets it again and reports it.
-			if t, err := lw.Transform(obj); err == nil {
-				if o, ok := t.(runtime.Object); ok {
-					obj = o
-				}
-			}
-		}
-		kept = append(kept, obj)
 	}
 	pages := 0
 	for first := true; ; first = false {
@@ -130,8 +139,13 @@ func (lw *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOp
 	// the whole resource again.
 	klog.FromContext(ctx).V(1).Info("Listed", "resource", lw.Resource, "listed", listed,
 		"kept", len(kept), "pages", pages, "resourceVersion", rv, "duration", time.Since(start).Round(time.Millisecond))
+	return lw.listOf(kept, rv)
+}
+
+// listOf is a list of the resource holding objs, at resourceVersion rv.
+func (lw *ListerWatcher) listOf(objs []runtime.Object, rv string) (runtime.Object, error) {
 	out := lw.NewList()
-	if err := meta.SetList(out, kept); err != nil {
+	if err := meta.SetList(out, objs); err != nil {
 		return nil, err
 	}
 	lm, err := meta.ListAccessor(out)
@@ -140,6 +154,12 @@ func (lw *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOp
 	}
 	lm.SetResourceVersion(rv)
 	return out, nil
+}
+
+func (lw *ListerWatcher) listedOnce() bool {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.listed
 }
 
 // WatchWithContext watches through the Keeper: kept objects pass as they
@@ -153,7 +173,7 @@ func (lw *ListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListO
 	if err != nil {
 		return nil, err
 	}
-	return lw.watching(w), nil
+	return lw.watching(ctx, w), nil
 }
 
 func (lw *ListerWatcher) filter(ev watch.Event) (watch.Event, bool) {

@@ -27,12 +27,27 @@ type pagedClaims struct {
 	pages []*v1.PersistentVolumeClaimList
 	// counted: the pages say how many objects follow them.
 	counted bool
+	// hold, if set, is waited on before each page after a first one;
+	// failNext, if set, fails the next such page.
+	hold     chan struct{}
+	failNext error
 }
 
-func (p *pagedClaims) list(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+func (p *pagedClaims) list(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	if p.hold != nil && o.Continue != "" {
+		select {
+		case <-p.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls = append(p.calls, o)
+	if err := p.failNext; err != nil && o.Continue != "" {
+		p.failNext = nil
+		return nil, err
+	}
 	start := 0
 	if o.Continue != "" {
 		if _, err := fmt.Sscan(o.Continue, &start); err != nil {

@@ -84,8 +84,12 @@ type Options struct {
 }
 
 // Names answers whether a name is held (scope.Seen): true for every name
-// held, and rarely for another.
-type Names interface{ Has(name string) bool }
+// held, and rarely for another. Until Complete, it may not hold every
+// name yet (a listing behind the watch), and the sweep does not run.
+type Names interface {
+	Has(name string) bool
+	Complete() bool
+}
 
 // Sweeper finds backend volumes that carry our name prefix but that no PV
 // and no claim accounts for: volumes leaked by someone, made behind our

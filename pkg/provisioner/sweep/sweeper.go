@@ -90,13 +90,20 @@ func (s *Sweeper) ourName() *regexp.Regexp {
 }
 
 // pvInformerLive says why the sweep cannot trust its memory of PVs, nil when
-// it can: the informer must have shown every PV, and still run.
+// it can: the informer must have shown every PV, and still run, and the
+// names of the claims and PVs not kept whole must be complete.
 func (s *Sweeper) pvInformerLive() error {
 	if s.o.VolumeEvents.IsStopped() {
 		return errors.New("the PV informer has stopped: no sweep")
 	}
 	if !s.pvReg.HasSynced() {
 		return errors.New("the PV informer has not shown every PV yet: no sweep")
+	}
+	if s.o.VolumeNames != nil && !s.o.VolumeNames.Complete() {
+		return errors.New("the listing of PVs is still behind the watch: no sweep")
+	}
+	if s.o.ClaimNames != nil && !s.o.ClaimNames.Complete() {
+		return errors.New("the listing of claims is still behind the watch: no sweep")
 	}
 	return nil
 }

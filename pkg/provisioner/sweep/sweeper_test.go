@@ -455,18 +455,34 @@ func TestSweepKeptOnRecheck(t *testing.T) {
 // TestSweepWaitsForPVInformer: no sweep (not even a listing that would
 // count as one of the first) before the PV informer has shown every PV,
 // nor after it stopped.
+// openNames are names whose listing runs behind the watch (an open
+// scope.Seen): every name may be held.
+type openNames struct{}
+
+func (openNames) Has(string) bool { return true }
+func (openNames) Complete() bool  { return false }
+
 func TestSweepWaitsForPVInformer(t *testing.T) {
 	for _, tt := range []struct {
-		name            string
-		synced, stopped bool
-		wantErr         string
+		name                string
+		synced, stopped     bool
+		claimsOpen, pvsOpen bool
+		wantErr             string
 	}{
 		{name: "not synced", wantErr: "not shown every PV"},
 		{name: "stopped", synced: true, stopped: true, wantErr: "stopped"},
+		{name: "PVs listed behind the watch", synced: true, pvsOpen: true, wantErr: "listing of PVs is still behind"},
+		{name: "claims listed behind the watch", synced: true, claimsOpen: true, wantErr: "listing of claims is still behind"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newSweepWorld(t, Delete)
 			w.events.synced, w.events.stopped = tt.synced, tt.stopped
+			if tt.pvsOpen {
+				w.s.o.VolumeNames = openNames{}
+			}
+			if tt.claimsOpen {
+				w.s.o.ClaimNames = openNames{}
+			}
 			w.volume(volA, "", oursDelete)
 			_, ctx := ktesting.NewTestContext(t)
 			checkErr(t, w.s.Sweep(ctx), tt.wantErr)
