@@ -6,8 +6,10 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -16,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/tether-csi/tether/pkg/provisioner/scope"
 	"github.com/tether-csi/tether/test/cluster"
@@ -159,5 +163,115 @@ func TestScopeStreamsPages(t *testing.T) {
 		if !k.Seen().Has("pvc-" + string(uid)) {
 			t.Errorf("Seen misses the claim %s", uid)
 		}
+	}
+}
+
+// TestScopeListsBehindTheWatch: on a real API server, an informer whose
+// first listing runs behind the watch syncs on the first page, serves the
+// watch's events while the rest waits, and reads the rest at the first
+// page's resourceVersion: a claim bound or deleted since is left at the
+// watch's word, and once caught up the store holds exactly the claims
+// kept and Seen every claim's volume name.
+func TestScopeListsBehindTheWatch(t *testing.T) {
+	const claims = 25
+	c := cluster.Start(t, cluster.Options{})
+	pvcs := c.Client.CoreV1().PersistentVolumeClaims("default")
+	uids := map[string]types.UID{}
+	for i := range claims {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("page-%02d", i)},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		if i%10 == 3 {
+			pvc.Annotations = map[string]string{"volume.kubernetes.io/storage-provisioner": scopeDriver}
+		}
+		created, err := pvcs.Create(t.Context(), pvc, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[created.Name] = created.UID
+	}
+	k := scope.Scope{Driver: scopeDriver}.ClaimKeeper(func(uid string) string { return "pvc-" + uid })
+	hold := make(chan struct{})
+	pages := scope.StreamPages[corev1.PersistentVolumeClaim](c.Client.CoreV1().RESTClient(), "persistentvolumeclaims")
+	all := c.Client.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll)
+	lw := &scope.ListerWatcher{Keeper: k, PageSize: 10, FirstPageSize: 10, Behind: true,
+		ListPage: func(ctx context.Context, o metav1.ListOptions, each func(runtime.Object)) (metav1.ListMeta, error) {
+			if o.Continue != "" {
+				select {
+				case <-hold:
+				case <-ctx.Done():
+					return metav1.ListMeta{}, ctx.Err()
+				}
+			}
+			return pages(ctx, o, each)
+		},
+		WatchAll: all.Watch,
+		NewList:  func() runtime.Object { return &corev1.PersistentVolumeClaimList{} },
+		Empty:    func() runtime.Object { return &corev1.PersistentVolumeClaim{} }}
+	inf := cache.NewSharedIndexInformer(lw, &corev1.PersistentVolumeClaim{}, 0, cache.Indexers{})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("no sync")
+	}
+	if keys := inf.GetStore().ListKeys(); len(keys) != 1 || keys[0] != "default/page-03" || k.Seen().Complete() {
+		t.Fatalf("synced holding %v, Seen complete %v: want the first page's default/page-03, Seen open", keys, k.Seen().Complete())
+	}
+	// While the rest waits: page-13 (ours, second page) bound, page-23
+	// (ours, third page) deleted, a new claim of ours.
+	bound, err := pvcs.Get(ctx, "page-13", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound.Spec.VolumeName = "pv-elsewhere"
+	if _, err := pvcs.Update(ctx, bound, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The API server's protection finalizer first, or the deletion would
+	// wait for a controller this cluster does not run.
+	gone, err := pvcs.Get(ctx, "page-23", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Finalizers = nil
+	if _, err := pvcs.Update(ctx, gone, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pvcs.Delete(ctx, "page-23", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := pvcs.Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "page-new", Annotations: map[string]string{"volume.kubernetes.io/storage-provisioner": scopeDriver}},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll := func(what string, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	poll("the new claim, served while the listing waits", func() bool {
+		_, ok, _ := inf.GetStore().GetByKey("default/page-new")
+		return ok && !k.Seen().Complete()
+	})
+	close(hold)
+	poll("the listing to catch up", k.Seen().Complete)
+	keys := inf.GetStore().ListKeys()
+	slices.Sort(keys)
+	if want := []string{"default/page-03", "default/page-new"}; !slices.Equal(keys, want) {
+		t.Errorf("the store holds %v, want %v", keys, want)
+	}
+	for name, uid := range uids {
+		if got, want := k.Seen().Has("pvc-"+string(uid)), name != "page-23"; got != want {
+			t.Errorf("Seen.Has(%s's volume) = %v, want %v", name, got, want)
+		}
+	}
+	if !k.Seen().Has("pvc-"+string(fresh.UID)) || k.Seen().Len() != claims {
+		t.Errorf("Seen has the new claim %v, holds %d names: want true, %d", k.Seen().Has("pvc-"+string(fresh.UID)), k.Seen().Len(), claims)
 	}
 }

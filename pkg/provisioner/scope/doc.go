@@ -14,7 +14,9 @@
 //     that needs a new listing, and its keys).
 //   - keeper.go: Keeper, one resource's state: the keys and UIDs it keeps,
 //     and its Seen; it takes a listing (Relist) and each watch event
-//     (Added, Modified, Deleted) and says Keep, Forget or Skip.
+//     (Added, Modified, Deleted) and says Keep, Forget or Skip; or a
+//     listing behind the watch (Behind, Backfill, CaughtUp), during which
+//     the watch's word on a key wins over the listing's.
 //   - seen.go: Seen, the counted hashes of every object's names (the last
 //     listing's as a sorted slice, the changes since in a map).
 //   - gone.go: Gone, the UIDs of the last bound claims deleted, so that a
@@ -25,6 +27,9 @@
 //   - pages.go: PageReader, one page of a listing handed over an object at
 //     a time: StreamPages decodes the API server's protobuf as it arrives
 //     (so pages may be large), TypedPages reads a client's List whole.
+//   - behind.go: a listing behind the watch (ListerWatcher.Behind): its
+//     first page served as the listing, the rest read by the watch that
+//     follows and merged into its events through Keeper.Backfill.
 //   - relist.go: ListerWatcher.Relist (a new listing through the Keeper,
 //     asked for when the node's labels narrow, without a restart), and
 //     RelistBackoff, which spaces those listings.
