@@ -36,10 +36,10 @@ func TestSimStaticDeletePVDeletedWhileBoundTakesItsVolume(t *testing.T) {
 // tracker took the value for node-1's name before looking at the alias:
 // it released the claim, whose volume node-1.dc2 may hold. The schedule
 // must pass, with node-1 lost while a claim of such a PV uses it. With
-// issue 49's gap moves, seed 43 is the first to (and fails so with the
-// fix reverted).
+// issue 49's gap moves, seed 43 was the first to; with issue 52's listings
+// behind the watch, seed 45 is (and fails so with the fix reverted).
 func TestSimHostnameTwinLossKeepsTheClaim(t *testing.T) {
-	const seed = 43
+	const seed = 45
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))

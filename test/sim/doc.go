@@ -14,7 +14,9 @@
 //   - api.go, client.go: the API server (resourceVersions, finalizers,
 //     deletion) and the clientsets whose calls reach it, faults included.
 //   - informer.go, queue.go: caches that lag and work queues, both
-//     delivered one step at a time by the scheduler.
+//     delivered one step at a time by the scheduler; behind.go: a
+//     node-mode provisioner's first listings of claims and PVs, behind
+//     the watch, taken an object a step.
 //   - driver.go: the CSI driver and its shared backend.
 //   - library.go: sig-storage-lib-external-provisioner's controller, as a
 //     model driving tether's Provision and Delete.

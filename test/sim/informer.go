@@ -124,6 +124,11 @@ type caches struct {
 	// relabel, for a node-mode provisioner of the current release, is its
 	// watch of its node's labels (scope_moves.go).
 	relabel *relabel
+	// behind are the resources (with a keeper) whose first listing runs
+	// behind the watch, backfill the objects of each such listing under
+	// way not yet taken, in order (behind.go).
+	behind   map[string]bool
+	backfill map[string][]runtime.Object
 }
 
 // keep makes the resource's cache keep what k keeps, as the provisioner's
@@ -146,22 +151,22 @@ func newCaches(w *World, resources ...string) *caches {
 
 // fill delivers every object of the API at once, as an informer's list
 // does on start: the stores have them all, and the handlers get them
-// later, one notification at a time.
+// later, one notification at a time. A resource listed behind the watch
+// (behind) starts its listing instead, its store empty: the handlers sync
+// at once, and its objects come later (behind.go).
 func (c *caches) fill() {
 	for _, r := range sortedKeys(c.inf) {
 		inf := c.inf[r]
-		var objs []runtime.Object
-		for _, k := range c.w.api.keys(r) {
-			if cur := c.w.api.peek(r, k); cur != nil {
-				objs = append(objs, c.release.view(cur.DeepCopyObject()))
-			}
-		}
-		kept := c.relist(r, objs)
-		for i, obj := range objs {
-			if !kept[i] {
-				c.w.notePVSeen(c, obj) // dropped: its reclaimer never acts on it
-			}
-			if kept[i] {
+		objs := c.list(r)
+		if c.behind[r] {
+			c.listBehind(r, objs)
+		} else {
+			kept := c.relist(r, objs)
+			for i, obj := range objs {
+				if !kept[i] {
+					c.w.notePVSeen(c, obj) // dropped: its reclaimer never acts on it
+					continue
+				}
 				_ = inf.indexer.Add(obj)
 				inf.notify(notification{obj: obj, initial: true})
 			}
@@ -174,19 +179,28 @@ func (c *caches) fill() {
 	c.relabel.listed(c)
 }
 
-// relistResource lists one resource again, as a reflector does after its
-// watch expired: the store gets what the keeper keeps of the listing (an
-// update for what it held, an add for what is new) and loses the rest (a
-// deletion), and the handlers are told as client-go's Replace tells them.
-func (c *caches) relistResource(r string) (kept, dropped int) {
-	inf := c.inf[r]
+// list is the API's objects of a resource now, as the process reads them,
+// in key order.
+func (c *caches) list(r string) []runtime.Object {
 	var objs []runtime.Object
 	for _, k := range c.w.api.keys(r) {
 		if cur := c.w.api.peek(r, k); cur != nil {
 			objs = append(objs, c.release.view(cur.DeepCopyObject()))
 		}
 	}
+	return objs
+}
+
+// relistResource lists one resource again, as a reflector does after its
+// watch expired: the store gets what the keeper keeps of the listing (an
+// update for what it held, an add for what is new) and loses the rest (a
+// deletion), and the handlers are told as client-go's Replace tells them.
+// It replaces a listing behind the watch under way.
+func (c *caches) relistResource(r string) (kept, dropped int) {
+	inf := c.inf[r]
+	objs := c.list(r)
 	keep := c.relist(r, objs)
+	c.dropBackfill(r)
 	listed := map[string]bool{}
 	for i, obj := range objs {
 		if !keep[i] {

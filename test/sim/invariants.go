@@ -195,6 +195,7 @@ func (w *World) checkEnd() {
 	}
 	w.checkDetachedGone()
 	w.checkSnapshotsEnd()
+	w.checkCaughtUp()
 	for _, id := range sortedKeys(w.back.vols) {
 		v := w.back.vols[id]
 		if v.Deleted || v.Other || v.Admin || w.api.retained[v.ID] || w.api.retained[v.Name] || w.abandoned(v) {

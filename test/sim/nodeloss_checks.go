@@ -53,7 +53,7 @@ func (w *World) checkBinderWrite(verb, res, ns string, action k8stesting.Action)
 		if cur == nil || next == nil {
 			return
 		}
-		if verb == "update" && next.ResourceVersion != "" && next.ResourceVersion != cur.ResourceVersion {
+		if next.ResourceVersion != "" && next.ResourceVersion != cur.ResourceVersion {
 			return // the API server refuses it (a conflict): nothing is written
 		}
 		if next.Annotations[nodeloss.AnnLostNode] != "" && next.Annotations[nodeloss.AnnLostNode] != cur.Annotations[nodeloss.AnnLostNode] &&

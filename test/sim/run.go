@@ -170,6 +170,7 @@ func (w *World) options(settling bool) []option {
 	}
 	w.burstOptions(cs, add, 8*sys)
 	w.relistOptions(settling, add, 8*sys)
+	w.behindOptions(add, 8*sys)
 	for _, c := range cs {
 		if ls := c.waiting(); len(ls) > 0 {
 			add(8*sys, func() string {
@@ -426,6 +427,9 @@ func (w *World) work(q *queue, key string) string {
 func (w *World) sweep(p *provProc) string {
 	w.who = "sweep" + p.suffix()
 	defer func() { w.who = "" }()
+	if len(p.caches.backfill) > 0 {
+		w.scoped["orphan sweeps run while a listing was behind the watch"]++
+	}
 	err := p.sweeper.Sweep(w.ctx)
 	return fmt.Sprintf("orphan sweep%s: %v", p.suffix(), err)
 }
@@ -513,18 +517,20 @@ func (w *World) settleQuiet(sweeps int, quiet time.Duration) {
 	w.tracef("---- still busy after the settle budget")
 }
 
-// checkHandBack runs provisioner --hand-back in a fresh process, as
-// docs/migration.md says, once the system is quiet: it must exit 0 (no
-// claim keeps its record), except for claims still waiting for a volume
-// and claims whose record the tenant wrote. Then tether starts again.
+// checkHandBack runs provisioner --hand-back in a fresh process (its
+// caches listed whole), as docs/migration.md says, once the system is
+// quiet: it must exit 0 (no claim keeps its record), except for claims
+// still waiting for a volume and claims whose record the tenant wrote; and
+// exit 0 only then (checkNoneLeftUnnamed). Then tether starts again.
 //
 // In node mode every node's provisioner hands back in turn (a record is
 // its node's to settle); a claim is left when it still holds its record
 // after all of them.
 func (w *World) checkHandBack() {
 	left := map[string]bool{}
+	failed := false
 	for i := range w.provs {
-		w.startProvisioner(i)
+		w.startProvisionerAs(i, true)
 		p := w.provs[i]
 		w.who = "hand-back" + p.suffix()
 		keys, err := p.inflight.HandBack(w.ctx)
@@ -533,6 +539,10 @@ func (w *World) checkHandBack() {
 		for _, k := range keys {
 			left[k] = true
 		}
+		failed = failed || err != nil
+	}
+	if !failed {
+		w.checkNoneLeftUnnamed(left)
 	}
 	for _, key := range sortedKeys(left) {
 		c, ok := w.api.peek(rClaims, key).(*v1.PersistentVolumeClaim)
@@ -547,6 +557,21 @@ func (w *World) checkHandBack() {
 		w.startProvisioner(i)
 	}
 	w.settle(0)
+}
+
+// checkNoneLeftUnnamed: a --hand-back that exits 0 on every node leaves no
+// claim holding this driver's record but those it named (left) and those
+// whose record the tenant wrote: the upstream pair would take over claims
+// whose record it does not know.
+func (w *World) checkNoneLeftUnnamed(left map[string]bool) {
+	for _, c := range w.api.claims() {
+		key := objKey(c.Namespace, c.Name)
+		drv := c.Annotations[inflight.AnnDriver]
+		if !inflight.Holds(c) || (drv != "" && drv != driverName) || left[key] || w.forged[string(c.UID)] {
+			continue
+		}
+		w.violate("provisioner --hand-back exits 0 on every node, but claim %s holds its record (bound to %q)", key, c.Spec.VolumeName)
+	}
 }
 
 // hashFault is a fault drawn from the step and a name instead of the

@@ -48,10 +48,10 @@ func TestSim(t *testing.T) {
 // was; with issue 37's caches that keep only what a provisioner answers
 // for (and the hand-over and relabel-node moves), seed 50 was; with issue
 // 49's moves, pv-protection and the static reclaimer, seed 29 was; with
-// issue 49's gap moves, seed 32 is. The schedule must pass, with the record
-// given up.
+// issue 49's gap moves, seed 32 was; with issue 52's listings behind the
+// watch, seed 27 is. The schedule must pass, with the record given up.
 func TestSimNodeGoneVolumeDoesNotHoldTheClaim(t *testing.T) {
-	const seed = 32
+	const seed = 27
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -98,9 +98,10 @@ func TestSimRefusedClaimDeletedWithItsClass(t *testing.T) {
 // issue 36's format move and the namespace controller's wait, seed 102
 // was; with the upgrade and rollback moves, seed 184 was; with issue 37's
 // scoped caches, seed 69 was; with issue 49's moves, seed 9 was; with
-// issue 49's gap moves, seed 18 is.
+// issue 49's gap moves, seed 18 was; with issue 52's listings behind the
+// watch, seed 87 is.
 func TestSimReboundAfterRestartIsReleased(t *testing.T) {
-	const seed = 18
+	const seed = 87
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -151,9 +152,9 @@ func TestSimThousandsOfNodesChurned(t *testing.T) {
 // the first to release a PV of a generated affinity; with the upgrade and
 // rollback moves, seed 65 was; with issue 37's scoped caches, seed 69 was;
 // with issue 49's moves, seed 49 was; with issue 49's gap moves, seed 18
-// is.
+// was; with issue 52's listings behind the watch, seed 131 is.
 func TestSimHostnamePinnedVolumeSurvivesARestart(t *testing.T) {
-	const seed = 18
+	const seed = 131
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -199,9 +200,10 @@ func TestSimTermNoNodeMeetsKeepsItsClaim(t *testing.T) {
 // waited for a record given up for node loss. With the upgrade and
 // rollback moves, seed 4674 was the first to; with issue 37's scoped
 // caches, seed 3620 was; with issue 49's moves, seed 3055 was; with issue
-// 49's gap moves, seed 1543 is.
+// 49's gap moves, seed 1543 was; with issue 52's listings behind the watch,
+// seed 2100 is.
 func TestSimNamespaceWaitsForTimedFinalizers(t *testing.T) {
-	const seed = 1543
+	const seed = 2100
 	s := Run(seed, 1)
 	if s.Violations != 0 {
 		t.Fatalf("seed %d: %s\n%s", seed, strings.Join(s.Failed[0].Violations, "\n"), strings.Join(s.Failed[0].Trace, "\n"))
@@ -222,9 +224,10 @@ func TestSimNamespaceWaitsForTimedFinalizers(t *testing.T) {
 // (records.StaleError). Each schedule must pass, and take that path. With
 // issue 37's scoped caches, seeds 4081 and 4953 were the first two to;
 // with issue 49's moves, seeds 73 and 399 were; with issue 49's gap moves,
-// seeds 89 and 193 are.
+// seeds 89 and 193 were; with issue 52's listings behind the watch, seeds
+// 14 and 206 are.
 func TestSimRetriedCreateReadsTheClaim(t *testing.T) {
-	for _, seed := range []int64{89, 193} {
+	for _, seed := range []int64{14, 206} {
 		s := Run(seed, 1)
 		if s.Violations != 0 {
 			t.Errorf("seed %d: %s", seed, strings.Join(s.Failed[0].Violations, "\n"))
@@ -235,13 +238,14 @@ func TestSimRetriedCreateReadsTheClaim(t *testing.T) {
 	}
 }
 
-// The two releases together (releases.go): seed 28 (centralised) and 16
+// The two releases together (releases.go): seed 28 (centralised) and 3
 // (node mode) are the first to change a program's release twice and have
 // the previous release write records (26 and 18 were, before issue 37's
 // scoped caches; 4 and 7, before issue 49's moves; 17 and 14, before issue
-// 49's gap moves). Each schedule must pass.
+// 49's gap moves; 28 and 16, before issue 52's listings behind the watch).
+// Each schedule must pass.
 func TestSimReleasesTogether(t *testing.T) {
-	for _, seed := range []int64{28, 16} {
+	for _, seed := range []int64{28, 3} {
 		s := Run(seed, 1)
 		if s.Violations != 0 {
 			t.Errorf("seed %d: %s", seed, strings.Join(s.Failed[0].Violations, "\n"))

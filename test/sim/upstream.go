@@ -61,7 +61,7 @@ func (w *World) handBackAgain() string {
 
 // handBack runs `provisioner --hand-back` in a fresh tether process.
 func (w *World) handBack() []string {
-	p := w.newTether(0)
+	p := w.newTether(0, true)
 	p.caches.fill()
 	w.who = "hand-back"
 	defer func() { w.who = "" }()

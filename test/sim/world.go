@@ -284,7 +284,11 @@ func (w *World) provisioners() int {
 
 // startProvisioner starts (or restarts, losing its memory) the i-th
 // provisioner process.
-func (w *World) startProvisioner(i int) {
+func (w *World) startProvisioner(i int) { w.startProvisionerAs(i, false) }
+
+// startProvisionerAs starts the i-th provisioner process; handBack: as
+// `provisioner --hand-back` (newTether).
+func (w *World) startProvisionerAs(i int, handBack bool) {
 	if h := w.handover; h != nil && !h.started && i < len(w.provs) && w.provs[i] == h.old {
 		w.killHandover() // the old leader crashes before its call is over
 	}
@@ -292,7 +296,7 @@ func (w *World) startProvisioner(i int) {
 	if w.upstream {
 		p = w.newUpstream(i)
 	} else {
-		p = w.newTether(i)
+		p = w.newTether(i, handBack)
 	}
 	for len(w.provs) <= i {
 		w.provs = append(w.provs, nil)
@@ -302,8 +306,10 @@ func (w *World) startProvisioner(i int) {
 }
 
 // newTether builds the i-th tether provisioner process (its caches not
-// filled yet).
-func (w *World) newTether(i int) *provProc {
+// filled yet). In node mode the current release lists its claims and PVs
+// behind the watch when it starts (behind.go), but not as --hand-back
+// (handBack), which reads every claim once, as cmd/provisioner does.
+func (w *World) newTether(i int, handBack bool) *provProc {
 	p := &provProc{w: w, name: "provisioner", work: &server.Work{}, release: w.provRelease[i]}
 	if w.cfg.Node {
 		p.node = nodeNames[i]
@@ -336,6 +342,12 @@ func (w *World) newTether(i int) *provProc {
 		p.caches.keep(rVolumes, volumes)
 		if p.node != "" {
 			p.caches.relabel = newRelabel(p.node)
+		}
+		if p.node != "" && !handBack {
+			p.caches.behind = map[string]bool{}
+			for _, r := range behindResources {
+				p.caches.behind[r] = true
+			}
 		}
 		claimNames, volumeNames, goneClaims = claims.Seen(), volumes.Seen(), claims.Gone()
 	}
