@@ -50,32 +50,47 @@ type caches struct {
 	recorder  record.EventRecorder
 }
 
+// cacheOptions say what the caches keep: the driver's claims and PVs (and
+// those of the in-tree plugin it took over, Migrated), the node's only in
+// node-deployment mode (Node set), named as Request names volumes.
+type cacheOptions struct {
+	Driver, Migrated, Node string
+	Request                request.Options
+	// Behind makes the claims' and PVs' first listings run behind their
+	// watches (scope.ListerWatcher.Behind): the provisioner serves new
+	// claims before it has read the whole cluster.
+	Behind bool
+}
+
 // newCaches builds the informers; nothing runs before start. Claims and
 // PVs share the values many hold alike (intern); the ones kept are kept
 // whole, since the library writes cached objects whole.
-func newCaches(client kubernetes.Interface, driver, migrated, node string, req request.Options) *caches {
+func newCaches(client kubernetes.Interface, o cacheOptions) *caches {
 	in := &intern.Interner{}
+	driver, node, req := o.Driver, o.Node, o.Request
 	c := &caches{factory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(in.Transform)), node: node,
 		backoff: scope.RelistBackoff{Min: relistMin, Max: relistMax}, clock: clock.RealClock{},
 		relists: prometheus.NewCounter(prometheus.CounterOpts{Name: "tether_provisioner_volume_relists_total",
 			Help: "Listings of the PVs again because this node's labels changed or were removed (node-deployment mode): a PV left out under the old labels may be this node's now. Each has a NodeLabelsChanged event on the node."})}
 	nodeInf := c.factory.Core().V1().Nodes()
 	c.nodes, c.nodesSynced = nodeInf.Lister(), nodeInf.Informer().HasSynced
-	sc := scope.Scope{Driver: driver, Migrated: migrated, Node: node, NodeLabels: c.nodeLabels}
+	sc := scope.Scope{Driver: driver, Migrated: o.Migrated, Node: node, NodeLabels: c.nodeLabels}
 	c.claimKeeper = sc.ClaimKeeper(func(uid string) string {
 		return request.VolumeName(req.VolumeNamePrefix, uid, req.VolumeNameUUIDLen)
 	})
 	c.volumeKeeper = sc.VolumeKeeper()
-	c.claims = scope.ClaimInformer(client, c.claimKeeper, in.Transform)
-	c.volumes, c.volumesLW = scope.VolumeInformer(client, c.volumeKeeper, in.Transform)
+	io := scope.InformerOptions{Transform: in.Transform, Behind: o.Behind}
+	c.claims = scope.ClaimInformer(client, c.claimKeeper, io)
+	c.volumes, c.volumesLW = scope.VolumeInformer(client, c.volumeKeeper, io)
 	c.claimLister = corelisters.NewPersistentVolumeClaimLister(c.claims.GetIndexer())
 	c.volumeLister = corelisters.NewPersistentVolumeLister(c.volumes.GetIndexer())
 	return c
 }
 
 // register adds the gauges of what the caches hold (per resource, the
-// objects kept whole and the names kept of all of them) and the counter
-// of listings of the PVs again.
+// objects kept whole, the names kept of all of them, and whether a
+// listing runs behind the watch) and the counter of listings of the PVs
+// again.
 func (c *caches) register(reg prometheus.Registerer) error {
 	if err := reg.Register(c.relists); err != nil {
 		return err
@@ -92,6 +107,14 @@ func (c *caches) register(reg prometheus.Registerer) error {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tether_provisioner_cached_names", ConstLabels: prometheus.Labels{"resource": r.resource},
 				Help: "Names this provisioner keeps of every claim (the volume name it is provisioned under) and PV (its name and CSI handle), kept whole or not."},
 				func() float64 { return float64(k.Seen().Len()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tether_provisioner_listing_behind", ConstLabels: prometheus.Labels{"resource": r.resource},
+				Help: "1 while this provisioner's listing of the resource runs behind its watch (node-deployment mode, after a start): it serves, but does not know every name yet, so no orphan sweep runs; 0 otherwise."},
+				func() float64 {
+					if k.Seen().Complete() {
+						return 0
+					}
+					return 1
+				}),
 		} {
 			if err := reg.Register(g); err != nil {
 				return err

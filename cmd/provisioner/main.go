@@ -142,7 +142,12 @@ func run(ctx context.Context, o options) error {
 	if o.nodeDeployment {
 		node = o.node.NodeName
 	}
-	c := newCaches(client, driver, inTree, node, o.request)
+	// A node's provisioner serves new claims while it reads the rest of
+	// the cluster behind its watches (scope.ListerWatcher.Behind): a
+	// driver's DaemonSet rolled restarts all of them at once. Not for
+	// --hand-back, which reads every claim once.
+	c := newCaches(client, cacheOptions{Driver: driver, Migrated: inTree, Node: node, Request: o.request,
+		Behind: o.nodeDeployment && !o.handBack})
 	factory := c.factory
 	classInf := factory.Storage().V1().StorageClasses()
 	nodeInf := factory.Core().V1().Nodes()

@@ -57,7 +57,7 @@ func TestNodeLabelsFlapRelistsWithoutExit(t *testing.T) {
 		lists.Add(1)
 		return false, nil, nil
 	})
-	c := newCaches(client, relabelDriver, "", node.Name, request.Options{VolumeNamePrefix: "pvc"})
+	c := newCaches(client, cacheOptions{Driver: relabelDriver, Node: node.Name, Request: request.Options{VolumeNamePrefix: "pvc"}})
 	clk := clocktesting.NewFakeClock(time.Now())
 	recorder := record.NewFakeRecorder(100)
 	c.clock, c.recorder = clk, recorder

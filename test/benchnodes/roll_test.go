@@ -130,9 +130,11 @@ func rollStack(t *testing.T, e *env, label string, rs rollSettings) rollRow {
 }
 
 // runRoll restarts every provisioner, all at once or one at a time, and
-// measures it: each process's start to its caches synced and to its first
-// claim's PV (a probe made on its node as it starts), its peak memory, and
-// the API server's and etcd's CPU and memory over the roll.
+// measures it: each process's start to its caches synced, to its first
+// claim's PV (a probe made on its node as it starts) and to its listings
+// caught up (tether's, behind the watch), its peak memory, and the API
+// server's and etcd's CPU and memory over the roll, which ends once every
+// listing has caught up.
 func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov, all bool) roll {
 	apiPID, etcdPID := e.c.ControlPlanePIDs()
 	pids := map[string]int{"kube-apiserver": apiPID, "etcd": etcdPID}
@@ -179,6 +181,11 @@ func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov,
 			wait(i)
 		}
 	}
+	// The roll is over once every node's listing has caught up too: what
+	// it costs in memory and in the API server's CPU counts.
+	if err := waitCaughtUp(t.Context(), pods, e.s.timeout); err != nil {
+		t.Errorf("%s: %v", label, err)
+	}
 	rl.window.to = time.Now()
 	cpu1, m1 := benchkit.ReadCPU(pids), e.apiMetrics(t)
 	stopSampling()
@@ -193,6 +200,9 @@ func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov,
 	for i, p := range pods {
 		if !p.syncedAt.IsZero() {
 			rl.synced = append(rl.synced, p.syncedAt.Sub(p.started))
+		}
+		if !p.caughtUpAt.IsZero() {
+			rl.caughtUp = append(rl.caughtUp, p.caughtUpAt.Sub(p.started))
 		}
 		if seen := st.seen(probes[i]); !seen.IsZero() {
 			rl.serving = append(rl.serving, seen.Sub(p.started))

@@ -23,6 +23,7 @@ func (w window) holds(at time.Time) bool {
 type roll struct {
 	window     window
 	synced     []time.Duration // each process's start to its caches synced
+	caughtUp   []time.Duration // each process's start to its listings behind the watch caught up
 	serving    []time.Duration // each process's start to its probe's PV
 	allServing time.Duration   // the roll's start to the last probe's PV
 	notServing int             // probes without a PV
@@ -128,6 +129,7 @@ func renderRoll(title string, rows []rollRow) string {
 		})
 		add(k.name+": process start to caches synced, median / max", func(r rollRow) string { return medMax(k.roll(r).synced) })
 		add(k.name+": process start to its first claim's PV, median / max", func(r rollRow) string { return medMax(k.roll(r).serving) })
+		add(k.name+": process start to its listings caught up (behind the watch), median / max", func(r rollRow) string { return medMax(k.roll(r).caughtUp) })
 		stream(k.name+", during", func(r rollRow) window { return k.roll(r).window })
 		stream(k.name+", after", k.after)
 		add(k.name+": peak RSS (VmHWM), median / max", func(r rollRow) string {
@@ -181,6 +183,9 @@ func (r rollRow) figures() map[string]any {
 		f[key+"_seconds"] = rl.window.to.Sub(rl.window.from).Seconds()
 		f[key+"_all_serving_seconds"] = rl.allServing.Seconds()
 		f[key+"_not_serving"] = rl.notServing
+		if len(rl.caughtUp) > 0 {
+			f[key+"_caught_up_p50_seconds"], f[key+"_caught_up_max_seconds"] = benchkit.Percentile(rl.caughtUp, 50).Seconds(), benchkit.Percentile(rl.caughtUp, 100).Seconds()
+		}
 		if len(rl.serving) > 0 {
 			f[key+"_serving_p50_seconds"], f[key+"_serving_max_seconds"] = benchkit.Percentile(rl.serving, 50).Seconds(), benchkit.Percentile(rl.serving, 100).Seconds()
 		}

@@ -74,6 +74,9 @@ type prov struct {
 	started   time.Time
 	syncedAt  time.Time
 	logOffset int64
+	// caughtUpAt is when its listings behind the watch had caught up
+	// (waitCaughtUp); zero for one that lists whole.
+	caughtUpAt time.Time
 }
 
 // runStack runs one stack on the cluster and measures it.
@@ -284,7 +287,7 @@ func startProvisioner(t *testing.T, e *env, label, path string, p *prov) {
 	if e.s.pprof != "" {
 		args = append(args, "--enable-pprof") // tether's and EP's flag
 	}
-	p.started, p.syncedAt = time.Now(), time.Time{}
+	p.started, p.syncedAt, p.caughtUpAt = time.Now(), time.Time{}, time.Time{}
 	if p.proc != nil {
 		if err := p.proc.Start(); err != nil {
 			t.Fatalf("starting the provisioner of %s again: %v", p.node, err)
@@ -383,6 +386,62 @@ func (p *prov) scanLog() (bool, error) {
 	}
 	p.logOffset = from + int64(len(data))
 	return bytes.Contains(data, []byte(syncedMarker)), nil
+}
+
+// waitCaughtUp waits until no provisioner's listing runs behind its watch
+// any more (tether_provisioner_listing_behind is 0 for claims and PVs),
+// and notes when each caught up (within the poll's 100 ms). One without
+// the gauge (EP's, or a tether of before it) synced on a whole listing.
+func waitCaughtUp(ctx context.Context, pods []*prov, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	done := make([]bool, len(pods))
+	for {
+		left := 0
+		for i, p := range pods {
+			if done[i] {
+				continue
+			}
+			switch behind, has := listingBehind(p.metrics); {
+			case has && !behind:
+				p.caughtUpAt, done[i] = time.Now(), true
+				continue
+			case !has && p.syncedAt.IsZero():
+			case !has:
+				done[i] = true // lists whole: no gauge once it serves its metrics
+				continue
+			}
+			left++
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d provisioners' listings still behind the watch after %s", left, len(pods), timeout)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// listingBehind reads tether_provisioner_listing_behind from a
+// provisioner's metrics endpoint: whether a listing runs behind the watch,
+// and whether it has the gauge at all.
+func listingBehind(addr string) (behind, has bool) {
+	client := http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return false, false
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	const gauge = "tether_provisioner_listing_behind"
+	if err != nil || resp.StatusCode != http.StatusOK || !benchkit.HasMetric(string(data), gauge) {
+		return false, false
+	}
+	return benchkit.MetricSum(string(data), gauge, nil) > 0, true
 }
 
 // heapInUse reads go_memstats_heap_inuse_bytes from a provisioner's
