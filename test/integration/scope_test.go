@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tether-csi/tether/pkg/provisioner/scope"
@@ -115,15 +116,12 @@ func TestProvisionerCachesWhatItAnswersFor(t *testing.T) {
 	}
 }
 
-// TestScopeStreamsPages: on a real API server, a scoped listing in pages
-// (here of 10) reads every page, one object at a time, in protobuf: the
-// claims it keeps come whole, and Seen holds every claim's volume name.
-func TestScopeStreamsPages(t *testing.T) {
-	const claims = 25
-	c := cluster.Start(t, cluster.Options{})
-	pvcs := c.Client.CoreV1().PersistentVolumeClaims("default")
-	var uids []types.UID
-	for i := range claims {
+// pageClaims creates n claims page-00, page-01 and so on, every tenth from
+// the fourth handed to scopeDriver, and returns their UIDs by name.
+func pageClaims(t *testing.T, pvcs typedcorev1.PersistentVolumeClaimInterface, n int) map[string]types.UID {
+	t.Helper()
+	uids := map[string]types.UID{}
+	for i := range n {
 		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("page-%02d", i)},
 			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
@@ -134,8 +132,19 @@ func TestScopeStreamsPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		uids = append(uids, created.UID)
+		uids[created.Name] = created.UID
 	}
+	return uids
+}
+
+// TestScopeStreamsPages: on a real API server, a scoped listing in pages
+// (here of 10) reads every page, one object at a time, in protobuf: the
+// claims it keeps come whole, and Seen holds every claim's volume name.
+func TestScopeStreamsPages(t *testing.T) {
+	const claims = 25
+	c := cluster.Start(t, cluster.Options{})
+	pvcs := c.Client.CoreV1().PersistentVolumeClaims("default")
+	uids := pageClaims(t, pvcs, claims)
 	k := scope.Scope{Driver: scopeDriver}.ClaimKeeper(func(uid string) string { return "pvc-" + uid })
 	var streamed int
 	pages := scope.StreamPages[corev1.PersistentVolumeClaim](c.Client.CoreV1().RESTClient(), "persistentvolumeclaims")
@@ -176,20 +185,7 @@ func TestScopeListsBehindTheWatch(t *testing.T) {
 	const claims = 25
 	c := cluster.Start(t, cluster.Options{})
 	pvcs := c.Client.CoreV1().PersistentVolumeClaims("default")
-	uids := map[string]types.UID{}
-	for i := range claims {
-		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("page-%02d", i)},
-			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-		if i%10 == 3 {
-			pvc.Annotations = map[string]string{"volume.kubernetes.io/storage-provisioner": scopeDriver}
-		}
-		created, err := pvcs.Create(t.Context(), pvc, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		uids[created.Name] = created.UID
-	}
+	uids := pageClaims(t, pvcs, claims)
 	k := scope.Scope{Driver: scopeDriver}.ClaimKeeper(func(uid string) string { return "pvc-" + uid })
 	hold := make(chan struct{})
 	pages := scope.StreamPages[corev1.PersistentVolumeClaim](c.Client.CoreV1().RESTClient(), "persistentvolumeclaims")
