@@ -91,6 +91,11 @@ func rollStack(t *testing.T, e *env, label string, rs rollSettings) rollRow {
 	if err := waitSynced(t.Context(), pods, s.timeout); err != nil {
 		t.Fatalf("%s: %v", label, err)
 	}
+	// The steady window starts once every listing behind the watch has
+	// caught up, as it starts for a stack that lists whole.
+	if err := waitCaughtUp(t.Context(), pods, s.timeout); err != nil {
+		t.Fatalf("%s: %v", label, err)
+	}
 	nodes := make([]string, len(pods))
 	for i, p := range pods {
 		nodes[i] = p.node
