@@ -115,7 +115,7 @@ func rollStack(t *testing.T, e *env, label string, rs rollSettings) rollRow {
 	r.all.rest = memNow(pods)
 
 	// (b) One node at a time (maxUnavailable 1), the next once the last
-	// provisioned its first claim.
+	// provisioned the claim made while it was down.
 	r.one = runRoll(t, e, st, label, path, pods, false)
 	r.afterOne = window{from: time.Now()}
 	hold(t, rs.window)
@@ -135,11 +135,11 @@ func rollStack(t *testing.T, e *env, label string, rs rollSettings) rollRow {
 }
 
 // runRoll restarts every provisioner, all at once or one at a time, and
-// measures it: each process's start to its caches synced, to its first
-// claim's PV (a probe made on its node as it starts) and to its listings
-// caught up (tether's, behind the watch), its peak memory, and the API
-// server's and etcd's CPU and memory over the roll, which ends once every
-// listing has caught up.
+// measures it: each process's start to its caches synced, to the PV of a
+// claim made on its node while it was down (a probe: what a node's claims
+// wait for in the gap of a roll) and to its listings caught up (tether's,
+// behind the watch), its peak memory, and the API server's and etcd's CPU
+// and memory over the roll, which ends once every listing has caught up.
 func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov, all bool) roll {
 	apiPID, etcdPID := e.c.ControlPlanePIDs()
 	pids := map[string]int{"kube-apiserver": apiPID, "etcd": etcdPID}
@@ -147,16 +147,14 @@ func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov,
 	rl.window.from = time.Now()
 	cpu0, m0 := benchkit.ReadCPU(pids), e.apiMetrics(t)
 	stopSampling := sampleMem(pids, &rl.apiPeak, &rl.etcdPeak)
+	marks := startMarks(t.Context(), pods)
 	probes := make([]string, len(pods))
-	restart := func(i int) {
-		p := pods[i]
-		p.proc.Stop(30 * time.Second) // SIGTERM, as the kubelet stops a pod
-		startProvisioner(t, e, label, path, p)
-		probes[i] = st.Probe(p.node)
+	start := func(i int) {
+		marks.restart(i, func() { startProvisioner(t, e, label, path, pods[i]) })
 	}
 	wait := func(i int) {
-		if err := waitSynced(t.Context(), pods[i:i+1], e.s.timeout); err != nil {
-			t.Errorf("%s: %v", label, err)
+		if err := marks.synced(t.Context(), i, e.s.timeout); err != nil {
+			t.Errorf("%s: the provisioner of %s: %v", label, pods[i].node, err)
 		}
 		if err := waitSeen(t, st, probes[i], e.s.timeout); err != nil {
 			t.Errorf("%s: the provisioner of %s: %v", label, pods[i].node, err)
@@ -169,8 +167,10 @@ func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov,
 		}
 		wg.Wait()
 		for i, p := range pods {
-			startProvisioner(t, e, label, path, p)
 			probes[i] = st.Probe(p.node)
+		}
+		for i := range pods {
+			start(i)
 		}
 		if e.s.pprof != "" {
 			// The API server serving the fleet's listings, and one of them.
@@ -181,14 +181,16 @@ func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov,
 			wait(i)
 		}
 	} else {
-		for i := range pods {
-			restart(i)
+		for i, p := range pods {
+			p.proc.Stop(30 * time.Second) // SIGTERM, as the kubelet stops a pod
+			probes[i] = st.Probe(p.node)
+			start(i)
 			wait(i)
 		}
 	}
 	// The roll is over once every node's listing has caught up too: what
 	// it costs in memory and in the API server's CPU counts.
-	if err := waitCaughtUp(t.Context(), pods, e.s.timeout); err != nil {
+	if err := marks.allCaughtUp(t.Context(), e.s.timeout); err != nil {
 		t.Errorf("%s: %v", label, err)
 	}
 	rl.window.to = time.Now()

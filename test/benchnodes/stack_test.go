@@ -401,13 +401,8 @@ func waitCaughtUp(ctx context.Context, pods []*prov, timeout time.Duration) erro
 			if done[i] {
 				continue
 			}
-			switch behind, has := listingBehind(p.metrics); {
-			case has && !behind:
-				p.caughtUpAt, done[i] = time.Now(), true
-				continue
-			case !has && p.syncedAt.IsZero():
-			case !has:
-				done[i] = true // lists whole: no gauge once it serves its metrics
+			if !p.syncedAt.IsZero() && caughtUp(p) {
+				done[i] = true
 				continue
 			}
 			left++

@@ -23,7 +23,7 @@ import (
 // is once the scheduler picked its node (newClaims' shape). The bench does
 // the binder's part: it binds a claim when its PV appears, deletes it life
 // after, and marks its PV Released. Probes are claims made on one node at
-// a moment the roll chooses (a restarted provisioner's first claim).
+// a moment the roll chooses (while a node's provisioner is down).
 type stream struct {
 	e     *env
 	label string
