@@ -81,6 +81,10 @@ func newCaches(client kubernetes.Interface, o cacheOptions) *caches {
 	c.volumeKeeper = sc.VolumeKeeper()
 	io := scope.InformerOptions{Transform: in.Transform, Behind: o.Behind}
 	c.claims = scope.ClaimInformer(client, c.claimKeeper, io)
+	// The PVs' listing behind the watch reads its rest once the claims'
+	// has caught up: a claim that waits since before the start comes
+	// with its listing alone, and is served the sooner.
+	io.BehindAfter = c.claimKeeper.Seen().WaitListed
 	c.volumes, c.volumesLW = scope.VolumeInformer(client, c.volumeKeeper, io)
 	c.claimLister = corelisters.NewPersistentVolumeClaimLister(c.claims.GetIndexer())
 	c.volumeLister = corelisters.NewPersistentVolumeLister(c.volumes.GetIndexer())

@@ -107,6 +107,12 @@ func (lw *ListerWatcher) readBehind(ctx context.Context, r *restOfListing) *behi
 	}
 	go func() {
 		defer close(b.items)
+		if lw.BehindAfter != nil {
+			if err := lw.BehindAfter(ctx); err != nil {
+				b.err = err
+				return
+			}
+		}
 		opts := metav1.ListOptions{Limit: size, Continue: r.cont}
 		for opts.Continue != "" {
 			lm, err := lw.ListPage(ctx, opts, func(obj runtime.Object) {

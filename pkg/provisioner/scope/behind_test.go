@@ -206,8 +206,8 @@ func TestKeeperBehindAnyInterleaving(t *testing.T) {
 
 // behindInformer runs a real informer on a ListerWatcher with Behind set,
 // over the claims of p and the watches it hands out (one fake watch each,
-// sent on watches).
-func behindInformer(t *testing.T, p *pagedClaims) (cache.SharedIndexInformer, *Keeper, chan *watch.FakeWatcher, context.Context) {
+// sent on watches); set changes the ListerWatcher first.
+func behindInformer(t *testing.T, p *pagedClaims, set ...func(*ListerWatcher)) (cache.SharedIndexInformer, *Keeper, chan *watch.FakeWatcher, context.Context) {
 	t.Helper()
 	k := claimKeeper()
 	watches := make(chan *watch.FakeWatcher, 10)
@@ -218,6 +218,9 @@ func behindInformer(t *testing.T, p *pagedClaims) (cache.SharedIndexInformer, *K
 			watches <- fw
 			return fw, nil
 		}}
+	for _, f := range set {
+		f(lw)
+	}
 	inf := cache.NewSharedIndexInformer(lw, &v1.PersistentVolumeClaim{}, 0, cache.Indexers{})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -81,6 +81,9 @@ type InformerOptions struct {
 	// Behind makes its first listing one behind the watch
 	// (ListerWatcher.Behind).
 	Behind bool
+	// BehindAfter is waited for before the rest of that listing is read
+	// (ListerWatcher.BehindAfter).
+	BehindAfter func(ctx context.Context) error
 }
 
 // ClaimInformer is an informer of the claims k keeps, across namespaces,
@@ -96,12 +99,13 @@ func ClaimInformer(client kubernetes.Interface, k *Keeper, o InformerOptions) ca
 		WatchAll: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return claims.Watch(ctx, o)
 		},
-		NewList:   func() runtime.Object { return &v1.PersistentVolumeClaimList{} },
-		Empty:     func() runtime.Object { return &v1.PersistentVolumeClaim{} },
-		Keeper:    k,
-		Resource:  "persistentvolumeclaims",
-		Transform: o.Transform,
-		Behind:    o.Behind,
+		NewList:     func() runtime.Object { return &v1.PersistentVolumeClaimList{} },
+		Empty:       func() runtime.Object { return &v1.PersistentVolumeClaim{} },
+		Keeper:      k,
+		Resource:    "persistentvolumeclaims",
+		Transform:   o.Transform,
+		Behind:      o.Behind,
+		BehindAfter: o.BehindAfter,
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.PersistentVolumeClaim{}, cache.SharedIndexInformerOptions{
 		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
@@ -123,12 +127,13 @@ func VolumeInformer(client kubernetes.Interface, k *Keeper, o InformerOptions) (
 		WatchAll: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return pvs.Watch(ctx, o)
 		},
-		NewList:   func() runtime.Object { return &v1.PersistentVolumeList{} },
-		Empty:     func() runtime.Object { return &v1.PersistentVolume{} },
-		Keeper:    k,
-		Resource:  "persistentvolumes",
-		Transform: o.Transform,
-		Behind:    o.Behind,
+		NewList:     func() runtime.Object { return &v1.PersistentVolumeList{} },
+		Empty:       func() runtime.Object { return &v1.PersistentVolume{} },
+		Keeper:      k,
+		Resource:    "persistentvolumes",
+		Transform:   o.Transform,
+		Behind:      o.Behind,
+		BehindAfter: o.BehindAfter,
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.PersistentVolume{}, cache.SharedIndexInformerOptions{})
 	_ = inf.SetTransform(o.Transform) // cannot fail before Run

@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"context"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -28,11 +29,37 @@ type Seen struct {
 	delta map[uint64]int32 // added minus removed since base was made
 	n     int
 	open  bool
+	// listed is closed once a listing filled Seen (replace, settle), and
+	// made anew when one behind the watch opens it (openUp).
+	listed     chan struct{}
+	listedDone bool
 }
 
 // NewSeen returns an empty Seen.
 func NewSeen() *Seen {
-	return &Seen{seed: maphash.MakeSeed(), delta: map[uint64]int32{}}
+	return &Seen{seed: maphash.MakeSeed(), delta: map[uint64]int32{}, listed: make(chan struct{})}
+}
+
+// WaitListed waits until a listing has filled Seen and none runs behind
+// the watch (Complete, after a first listing), or ctx ends.
+func (s *Seen) WaitListed(ctx context.Context) error {
+	s.mu.RLock()
+	ch := s.listed
+	s.mu.RUnlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// markListed closes listed; s.mu is held.
+func (s *Seen) markListed() {
+	if !s.listedDone {
+		close(s.listed)
+		s.listedDone = true
+	}
 }
 
 // Has reports whether name was added and not removed since.
@@ -141,6 +168,7 @@ func (s *Seen) replace(hashes []uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.base, s.delta, s.n, s.open = hashes, map[uint64]int32{}, len(hashes), false
+	s.markListed()
 }
 
 // openUp empties s and opens it: a listing runs behind the watch, whose
@@ -149,6 +177,9 @@ func (s *Seen) openUp() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.base, s.delta, s.n, s.open = nil, map[uint64]int32{}, 0, true
+	if s.listedDone {
+		s.listed, s.listedDone = make(chan struct{}), false
+	}
 }
 
 // settle closes an open s: hashes (made by hashes, in any order) are what
@@ -162,6 +193,7 @@ func (s *Seen) settle(hashes []uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.base, s.n, s.open = hashes, len(hashes), false
+	s.markListed()
 	for h, d := range s.delta {
 		if d == 0 {
 			delete(s.delta, h)

@@ -59,6 +59,13 @@ type ListerWatcher struct {
 	// Seen is open. A watch that ends before that, or a page that fails,
 	// makes the reflector list anew, whole. Later listings are whole.
 	Behind bool
+	// BehindAfter, if set, is waited for before the rest of a listing
+	// behind the watch is read (its first page and the watch are not): a
+	// PV listing waits for the claims', so that a claim that waits since
+	// before the start, which comes only with its listing, is read
+	// without sharing the API server with the PVs' pages. An error cuts
+	// the listing short (a whole one follows).
+	BehindAfter func(ctx context.Context) error
 
 	// mu guards stale (a Relist no listing has served yet), current (the
 	// last watch started), listed (a listing was served), rest (the rest
