@@ -115,7 +115,7 @@ func rollStack(t *testing.T, e *env, label string, rs rollSettings) rollRow {
 	r.all.rest = memNow(pods)
 
 	// (b) One node at a time (maxUnavailable 1), the next once the last
-	// provisioned the claim made while it was down.
+	// serves again (provisioned a claim made once it synced).
 	r.one = runRoll(t, e, st, label, path, pods, false)
 	r.afterOne = window{from: time.Now()}
 	hold(t, rs.window)
@@ -136,8 +136,9 @@ func rollStack(t *testing.T, e *env, label string, rs rollSettings) rollRow {
 
 // runRoll restarts every provisioner, all at once or one at a time, and
 // measures it: each process's start to its caches synced, to the PV of a
-// claim made on its node while it was down (a probe: what a node's claims
-// wait for in the gap of a roll) and to its listings caught up (tether's,
+// claim made on its node once it synced (a probe: it serves again), to
+// the PV of one made while it was down (a probe: what a claim waits that
+// a roll's gap left waiting) and to its listings caught up (tether's,
 // behind the watch), its peak memory, and the API server's and etcd's CPU
 // and memory over the roll, which ends once every listing has caught up.
 func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov, all bool) roll {
@@ -148,7 +149,8 @@ func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov,
 	cpu0, m0 := benchkit.ReadCPU(pids), e.apiMetrics(t)
 	stopSampling := sampleMem(pids, &rl.apiPeak, &rl.etcdPeak)
 	marks := startMarks(t.Context(), pods)
-	probes := make([]string, len(pods))
+	// Each node's probes: made while it was down, made once it synced.
+	waiting, fresh := make([]string, len(pods)), make([]string, len(pods))
 	start := func(i int) {
 		marks.restart(i, func() { startProvisioner(t, e, label, path, pods[i]) })
 	}
@@ -156,7 +158,8 @@ func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov,
 		if err := marks.synced(t.Context(), i, e.s.timeout); err != nil {
 			t.Errorf("%s: the provisioner of %s: %v", label, pods[i].node, err)
 		}
-		if err := waitSeen(t, st, probes[i], e.s.timeout); err != nil {
+		fresh[i] = st.Probe(pods[i].node)
+		if err := waitSeen(t, st, fresh[i], e.s.timeout); err != nil {
 			t.Errorf("%s: the provisioner of %s: %v", label, pods[i].node, err)
 		}
 	}
@@ -167,7 +170,7 @@ func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov,
 		}
 		wg.Wait()
 		for i, p := range pods {
-			probes[i] = st.Probe(p.node)
+			waiting[i] = st.Probe(p.node)
 		}
 		for i := range pods {
 			start(i)
@@ -183,13 +186,19 @@ func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov,
 	} else {
 		for i, p := range pods {
 			p.proc.Stop(30 * time.Second) // SIGTERM, as the kubelet stops a pod
-			probes[i] = st.Probe(p.node)
+			waiting[i] = st.Probe(p.node)
 			start(i)
 			wait(i)
 		}
 	}
-	// The roll is over once every node's listing has caught up too: what
-	// it costs in memory and in the API server's CPU counts.
+	// The roll is over once every node's listing has caught up too (and
+	// the claims left waiting have their PVs): what it costs in memory
+	// and in the API server's CPU counts.
+	for i, name := range waiting {
+		if err := waitSeen(t, st, name, e.s.timeout); err != nil {
+			t.Errorf("%s: the provisioner of %s: %v", label, pods[i].node, err)
+		}
+	}
 	if err := marks.allCaughtUp(t.Context(), e.s.timeout); err != nil {
 		t.Errorf("%s: %v", label, err)
 	}
@@ -211,9 +220,14 @@ func runRoll(t *testing.T, e *env, st *stream, label, path string, pods []*prov,
 		if !p.caughtUpAt.IsZero() {
 			rl.caughtUp = append(rl.caughtUp, p.caughtUpAt.Sub(p.started))
 		}
-		if seen := st.seen(probes[i]); !seen.IsZero() {
+		if seen := st.seen(fresh[i]); !seen.IsZero() {
 			rl.serving = append(rl.serving, seen.Sub(p.started))
 			rl.allServing = max(rl.allServing, seen.Sub(rl.window.from))
+		} else {
+			rl.notServing++
+		}
+		if seen := st.seen(waiting[i]); !seen.IsZero() {
+			rl.waited = append(rl.waited, seen.Sub(p.started))
 		} else {
 			rl.notServing++
 		}

@@ -23,7 +23,8 @@ import (
 // is once the scheduler picked its node (newClaims' shape). The bench does
 // the binder's part: it binds a claim when its PV appears, deletes it life
 // after, and marks its PV Released. Probes are claims made on one node at
-// a moment the roll chooses (while a node's provisioner is down).
+// a moment the roll chooses (while a node's provisioner is down, and
+// once it synced).
 type stream struct {
 	e     *env
 	label string
