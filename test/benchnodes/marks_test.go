@@ -7,14 +7,17 @@ import (
 	"time"
 )
 
-// marks notes, polling every 100 ms in a goroutine of its own, when each
-// provisioner restarted in a roll logged its caches synced and when its
-// listings behind the watch caught up, whatever the roll waits for
-// meanwhile (a probe's PV, the next node's restart).
+// marks notes, polling in a goroutine of its own, when each provisioner
+// restarted in a roll logged its caches synced (its log read every 100 ms)
+// and when its listings behind the watch caught up (its metrics read every
+// second: twenty processes' metrics read ten times a second would cost the
+// two cores they share), whatever the roll waits for meanwhile (a probe's
+// PV, the next node's restart).
 type marks struct {
 	mu       sync.Mutex
 	pods     []*prov
 	watching []bool // restarted, not yet caught up
+	polls    int
 	stop     context.CancelFunc
 	done     chan struct{}
 }
@@ -50,6 +53,7 @@ func (m *marks) restart(i int, start func()) {
 func (m *marks) poll() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.polls++
 	for i, p := range m.pods {
 		if !m.watching[i] {
 			continue
@@ -60,7 +64,7 @@ func (m *marks) poll() {
 			}
 			p.syncedAt = time.Now()
 		}
-		if caughtUp(p) {
+		if m.polls%10 == 0 && caughtUp(p) {
 			m.watching[i] = false
 		}
 	}
